@@ -1,0 +1,26 @@
+# Two entry points: `make run` (the main job on the embedded default) and `make test`.
+# Without a GPU the venv gets the CPU build of torch; with a GPU and a torch already installed,
+# the venv sees that torch (--system-site-packages) instead of downloading another.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+TORCH   ?= torch==2.13.0
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && python3 -c "import torch" >/dev/null 2>&1 && echo yes)
+
+.PHONY: run test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(if $(HAS_GPU),--system-site-packages,) $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(if $(HAS_GPU),,$(PY) -m pip install -q "$(TORCH)")
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+run: $(VENV)/.installed
+	$(VENV)/bin/d2k suite check
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests
+	$(PY) -m pytest -q -n 2
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

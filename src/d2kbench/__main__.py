@@ -1,0 +1,3 @@
+from d2kbench.cli import main
+
+raise SystemExit(main())

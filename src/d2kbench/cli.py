@@ -1,0 +1,137 @@
+"""The `d2k` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from d2kbench.suite import TaskFormatError, find_task, load_suite
+
+
+def _tasks_list(args: argparse.Namespace) -> int:
+    tasks = load_suite()
+    if args.json:
+        print(json.dumps([_task_summary(t) for t in tasks], indent=2))
+        return 0
+    for t in tasks:
+        counts = {s: len(t.split(s)) for s in ("scored", "hidden", "cpu")}
+        print(f"{t.id:32s} {t.family:13s} {t.bound:8s} scored={counts['scored']} hidden={counts['hidden']} "
+              f"cpu={counts['cpu']}  {t.title}")
+    print(f"{len(tasks)} tasks, {sum(len(t.split('scored')) for t in tasks)} scored workloads")
+    return 0
+
+
+def _task_summary(t) -> dict:
+    return {"id": t.id, "family": t.family, "title": t.title, "bound": t.bound,
+            "workloads": {s: [w.name for w in t.split(s)] for s in ("scored", "hidden", "cpu")}}
+
+
+def _tasks_show(args: argparse.Namespace) -> int:
+    t = find_task(args.task)
+    if args.json:
+        data = asdict(t)
+        data["path"] = str(t.path)
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    print(f"{t.id}: {t.title}\nfamily {t.family}, {t.bound}-bound{', latency-bound' if t.latency_bound else ''}")
+    print(f"source: {', '.join(f'{k}={v}' for k, v in t.source.items())}\n\n{t.description}\n")
+    print(f"signature: {t.signature}")
+    for i in t.inputs:
+        print(f"  in  {i.name:14s} {i.kind:6s} {i.dtype or '':14s} {i.shape:18s} {'(written) ' if i.written else ''}{i.doc}")
+    for o in t.outputs:
+        print(f"  out {o.name:14s} {o.dtype:14s} {o.shape:18s} compare={o.compare}")
+    print(f"roofline: bytes = {t.roofline_bytes}; flops = {t.roofline_flops}")
+    for w in t.workloads:
+        print(f"  [{w.split:6s}] {w.name:32s} {w.dtype:9s} {w.params}")
+    for layer in ("L1", "L2", "L3"):
+        print(f"rubric {layer}: " + "; ".join(f"{p.id} (w={p.weight:g})" for p in t.rubric if p.layer == layer))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+    from d2kbench.evaluate.report import format_result
+
+    task = find_task(args.task)
+    options = EvalOptions(
+        workloads=tuple(args.workloads.split(",")) if args.workloads else None,
+        include_hidden=args.hidden, time=not args.no_time, comparator=args.comparator, seed=args.seed,
+        device=args.device, call_timeout_s=args.timeout,
+    )
+    for name in options.workloads or ():
+        task.workload(name)
+    result = evaluate(task, args.file, options)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_result(result))
+    return 0 if result.correct else 1
+
+
+def _suite_check(args: argparse.Namespace) -> int:
+    from d2kbench.suitecheck import check_suite
+
+    return check_suite(args.tasks.split(",") if args.tasks else None, device=args.device, out=args.out,
+                       as_json=args.json)
+
+
+def _suite_bench(args: argparse.Namespace) -> int:
+    from d2kbench.suitecheck import bench_suite
+
+    return bench_suite(args.tasks.split(",") if args.tasks else None, device=args.device, out=args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="d2k", description="D2K-Bench: expert designs to efficient Triton kernels")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tasks = sub.add_parser("tasks", help="list and show tasks").add_subparsers(dest="tasks_command", required=True)
+    p = tasks.add_parser("list", help="every task of the suite")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_tasks_list)
+    p = tasks.add_parser("show", help="one task in full")
+    p.add_argument("task", help="task id or folder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_tasks_show)
+
+    p = sub.add_parser("eval", help="evaluate one candidate file (exit 0 on pass, 1 otherwise)")
+    p.add_argument("task", help="task id or folder")
+    p.add_argument("file", type=Path, help="the candidate: a Python file defining run(*inputs)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--workloads", help="comma-separated workload names (default: scored on GPU, cpu otherwise)")
+    p.add_argument("--hidden", action="store_true", help="add the hidden workloads (final evaluation)")
+    p.add_argument("--no-time", action="store_true", help="correctness only")
+    p.add_argument("--comparator", action="store_true", help="also time the task's comparator")
+    p.add_argument("--seed", type=int, help="fix the input seed (default: a fresh secret)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per call before a timeout verdict")
+    p.set_defaults(func=_eval)
+
+    suite = sub.add_parser("suite", help="check or benchmark the experts").add_subparsers(
+        dest="suite_command", required=True)
+    p = suite.add_parser("check", help="every expert passes on every workload (cpu workloads without a GPU)")
+    p.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", type=Path, help="write check.json and check.md here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_suite_check)
+    p = suite.add_parser("bench", help="GPU: reference, comparator and expert times per workload")
+    p.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", type=Path, help="write bench.json and bench.md here")
+    p.set_defaults(func=_suite_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (TaskFormatError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        print(f"d2k: {message}", file=sys.stderr)
+        return 2

@@ -1,0 +1,120 @@
+"""The private channel between the evaluator and its workers.
+
+Messages are length-prefixed JSON on a pipe that only the parent and one worker hold (never the
+worker's stdout). Tensors travel beside them as raw-byte files in a per-evaluation spool folder
+(on /dev/shm where there is one), so gigabyte inputs cost a memory copy, not a pipe transfer.
+The receiver checks each tensor's description against the file's size and never unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_HEADER = struct.Struct("<Q")
+MAX_MESSAGE = 64 << 20
+
+
+class ChannelClosed(EOFError):
+    """The other end closed the pipe (its process exited or died)."""
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol."""
+
+
+def write_message(fd: int, message: dict[str, Any]) -> None:
+    data = json.dumps(message).encode()
+    _write_all(fd, _HEADER.pack(len(data)) + data)
+
+
+def read_message(fd: int) -> dict[str, Any]:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if size > MAX_MESSAGE:
+        raise ProtocolError(f"message of {size} bytes exceeds the {MAX_MESSAGE}-byte limit")
+    try:
+        message = json.loads(_read_exact(fd, size))
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"message is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("message is not a JSON object")
+    return message
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise ChannelClosed("the other end closed the channel")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def to_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ProtocolError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def spool_root() -> Path:
+    """Where tensor files are written: memory-backed where the machine has /dev/shm."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(os.environ.get("TMPDIR", "/tmp"))
+
+
+def pack_value(value: Any, spool: Path) -> dict[str, Any]:
+    """Describe one argument or result; tensors are written to a file in `spool`."""
+    if isinstance(value, torch.Tensor):
+        path = spool / f"{uuid.uuid4().hex}.bin"
+        flat = value.detach().contiguous().reshape(-1)
+        flat.view(torch.uint8).cpu().numpy().tofile(path)
+        return {
+            "tensor": path.name,
+            "dtype": dtype_name(value.dtype),
+            "shape": list(value.shape),
+            "strides": list(value.stride()),
+            "type": type(value).__name__,
+        }
+    if isinstance(value, (bool, int, float)) or value is None:
+        return {"scalar": value}
+    raise ProtocolError(f"cannot send a {type(value).__name__}: only tensors, numbers, booleans and None")
+
+
+def unpack_value(desc: dict[str, Any], spool: Path, *, consume: bool = True) -> Any:
+    """The value a `pack_value` description stands for (tensors land on the CPU, contiguous)."""
+    if "scalar" in desc:
+        return desc["scalar"]
+    name = str(desc.get("tensor", ""))
+    if not name or "/" in name or name.startswith("."):
+        raise ProtocolError(f"bad tensor file name {name!r}")
+    dtype = to_dtype(str(desc["dtype"]))
+    shape = [int(s) for s in desc["shape"]]
+    path = spool / name
+    raw = np.fromfile(path, dtype=np.uint8)
+    if consume:
+        path.unlink(missing_ok=True)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    numel = int(np.prod(shape)) if shape else 1
+    if raw.size != numel * itemsize:
+        raise ProtocolError(f"tensor file {name} holds {raw.size} bytes, expected {numel * itemsize}")
+    return torch.from_numpy(raw).view(dtype).reshape(shape)

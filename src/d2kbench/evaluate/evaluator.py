@@ -1,0 +1,531 @@
+"""The kernel judge: evaluate one candidate file against one task.
+
+The candidate runs alone in its worker; the reference, oracle and expert run in a trusted worker.
+This module (the parent) makes no kernel calls itself: it receives copies of every output, compares
+them with the oracle's, checks integrity findings, times both workers alternately under a per-GPU
+lock, and owns every verdict.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import secrets
+import shutil
+import statistics
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from d2kbench.evaluate import channel, hardware
+from d2kbench.evaluate.compare import compare_output
+from d2kbench.evaluate.result import EvalResult, Failure, Timing, WorkloadResult
+from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
+from d2kbench.suite import Task, Workload, roofline
+
+COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
+
+
+@dataclass
+class EvalOptions:
+    """How to evaluate. `device` is `auto` (a GPU when there is one), `cpu` or `cuda:N`."""
+
+    workloads: tuple[str, ...] | None = None  # names; default: scored (GPU) or cpu (interpreter)
+    include_hidden: bool = False  # the final evaluation adds the hidden workloads (correctness only)
+    time: bool = True  # GPU only
+    comparator: bool = False  # also time the task's comparator
+    seed: int | None = None  # default: a fresh secret per evaluation
+    device: str = "auto"
+    load_timeout_s: float = 300.0
+    call_timeout_s: float = 300.0
+    rounds: int = 5  # timing rounds; each round times every function once, alternating workers
+    batch_ms: float = 100.0  # target length of one timed batch
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def select_workloads(task: Task, options: EvalOptions, gpu: bool) -> list[Workload]:
+    if options.workloads:
+        return [task.workload(name) for name in options.workloads]
+    chosen = list(task.split("scored") if gpu else task.split("cpu"))
+    if options.include_hidden and gpu:
+        chosen += task.split("hidden")
+    return chosen
+
+
+def derive_seed(secret: int, workload: str, index: int) -> int:
+    digest = hashlib.sha256(f"{secret}:{workload}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+@contextmanager
+def gpu_lock(device: str):
+    """Serialise timing on one GPU across every evaluator process on the machine."""
+    path = Path(tempfile.gettempdir()) / f"d2kbench-{device.replace(':', '')}.lock"
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def worker_env(device: str, scratch: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("D2K_")}
+    env["TRITON_CACHE_DIR"] = os.environ.get("D2K_TRITON_CACHE", str(Path.home() / ".cache" / "d2kbench" / "triton"))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+class Evaluation:
+    """One candidate against one task: the state of a single `evaluate` call."""
+
+    def __init__(self, task: Task, candidate: Path, options: EvalOptions):
+        self.task, self.candidate, self.options = task, candidate.resolve(), options
+        self.device = resolve_device(options.device)
+        self.gpu = self.device.startswith("cuda")
+        self.secret = options.seed if options.seed is not None else secrets.randbits(62)
+        self.result = EvalResult(
+            task=task.id, candidate=str(self.candidate), mode="gpu" if self.gpu else "interpreter",
+            device=self.device, seed=self.secret, environment=hardware.environment(self.device),
+        )
+        self.work = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
+        self.spool = Path(tempfile.mkdtemp(prefix="d2k-spool-", dir=channel.spool_root()))
+        self.env = worker_env(self.device, self.work)
+        self.trusted: WorkerProcess | None = None
+        self.cand: WorkerProcess | None = None
+        self.inputs: dict[str, dict[int, list[Any]]] = {}
+        self.expected: dict[str, dict[int, list[torch.Tensor]]] = {}
+        self.expected_strides: dict[str, list[list[int]]] = {}
+        self.derived: dict[str, dict[str, float]] = {}
+        # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
+        self.slot_set: dict[str, dict[int, int]] = {}
+
+    # -- workers --------------------------------------------------------------------------------
+    def spawn(self, role: str) -> WorkerProcess:
+        return WorkerProcess(role, self.device, self.spool, self.work, self.env)
+
+    def start_trusted(self, spawned: WorkerProcess | None = None) -> None:
+        self.trusted = spawned or self.spawn("trusted")
+        self.trusted.request(
+            {"op": "load", "task_path": str(self.task.path), "written": list(self.task.written_inputs),
+             "upcast": self.task.oracle_upcast, "load_expert": self.gpu and self.options.time},
+            self.options.load_timeout_s,
+        )
+
+    def start_candidate(self, spawned: WorkerProcess | None = None) -> bool:
+        """Start the candidate's worker and import the file; False (with a failure recorded) if that fails."""
+        try:
+            self.cand = spawned or self.spawn("candidate")
+            self.cand.request(
+                {"op": "load", "path": str(self.candidate), "written": list(self.task.written_inputs)},
+                self.options.load_timeout_s,
+            )
+            return True
+        except RequestFailed as exc:
+            reason = "no_run" if "defines no function run" in exc.message else "import_error"
+            self.result.add(Failure("error", reason, f"loading the candidate failed: {exc}"))
+        except WorkerFault as exc:
+            verdict, reason = ("timeout", "load_timeout") if exc.kind == "timeout" else ("crash", "worker_died")
+            self.result.add(Failure(verdict, reason, f"while loading the candidate: {exc.detail}"))
+        self.result.log_tail = self.cand.log_tail() if self.cand else ""
+        return False
+
+    def trusted_request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """A request to the trusted worker, retried once on a fresh worker; a second failure is infra."""
+        timeout = timeout or self.options.call_timeout_s
+        for attempt in range(2):
+            try:
+                return self.trusted.request(message, timeout)
+            except (RequestFailed, WorkerFault) as exc:
+                if attempt == 1 or not isinstance(exc, WorkerFault) and not exc.cuda_fault:
+                    raise InfraError(f"the trusted worker failed on {message.get('op')}: {exc}") from exc
+                self.trusted.kill()
+                self.start_trusted()
+                self.restore_trusted_slots()
+        raise AssertionError("unreachable")
+
+    def restore_trusted_slots(self) -> None:
+        for name, sets in self.inputs.items():
+            for i, values in sets.items():
+                self.trusted.request(
+                    {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(values)},
+                    self.options.call_timeout_s,
+                )
+
+    def pack(self, values: list[Any]) -> list[dict[str, Any]]:
+        return [channel.pack_value(v, self.spool) for v in values]
+
+    def unpack(self, descs: list[dict[str, Any]]) -> list[Any]:
+        return [channel.unpack_value(d, self.spool) for d in descs]
+
+    def candidate_fault(self, exc: Exception, workload: Workload) -> Failure:
+        """Turn a candidate worker's failure into a verdict, replacing the worker if it died."""
+        if isinstance(exc, RequestFailed):
+            if exc.cuda_fault:
+                failure = Failure("crash", "cuda_error", f"CUDA fault: {exc.message}", workload.name)
+            elif exc.error in COMPILE_ERRORS:
+                failure = Failure("error", "compile_error", f"{exc.error}: {exc.message}", workload.name)
+            else:
+                failure = Failure("error", "exception", f"{exc.error}: {exc.message}", workload.name)
+        else:
+            assert isinstance(exc, WorkerFault)
+            if exc.kind == "timeout":
+                failure = Failure("timeout", "call_timeout", exc.detail, workload.name)
+            else:
+                failure = Failure("crash", "worker_died", exc.detail, workload.name)
+        self.result.log_tail = self.cand.log_tail()
+        if not self.cand.alive:
+            self.cand.kill()
+            self.start_candidate()
+        return failure
+
+    # -- correctness -------------------------------------------------------------------------------
+    def prepare_workload(self, workload: Workload) -> None:
+        """Make the input sets in the trusted worker, keep copies, and compute the oracle's outputs."""
+        name = workload.name
+        self.inputs[name], self.expected[name] = {}, {}
+        written = self.task.written_inputs
+        for i in range(self.task.correctness_sets + 1):  # the last set rewrites slot 0 in place
+            reply = self.trusted_request(
+                {"op": "make_inputs", "workload": workload_dict(workload), "slot": slot_id(name, i),
+                 "seed": derive_seed(self.secret, name, i)}
+            )
+            self.inputs[name][i] = self.unpack(reply["inputs"])
+            self.derived[name] = reply.get("derived", {})
+            oracle = self.trusted_request(
+                {"op": "call", "fn": "oracle", "slot": slot_id(name, i), "return_inputs": bool(written)}
+            )
+            outs = self.unpack(oracle["outputs"])
+            self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
+            if written:
+                after = self.unpack(oracle["inputs"])
+                outs += [after[k] for k in written]
+            self.expected[name][i] = outs
+
+    def check_workload(self, workload: Workload, wr: WorkloadResult) -> None:
+        name, sets = workload.name, self.task.correctness_sets
+        self.slot_set[name] = {}
+        for i in range(sets):
+            self.cand.request(
+                {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(self.inputs[name][i])},
+                self.options.call_timeout_s,
+            )
+            self.slot_set[name][i] = i
+            if not self.checked_call(workload, wr, slot=i, expected_set=i):
+                return
+        # Fresh inputs written over set 0 at the same addresses must give fresh outputs.
+        self.cand.request(
+            {"op": "put_inputs", "slot": slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets]),
+             "in_place": True},
+            self.options.call_timeout_s,
+        )
+        self.slot_set[name][0] = sets
+        self.checked_call(workload, wr, slot=0, expected_set=sets, stale_check=True)
+
+    def checked_call(self, workload: Workload, wr: WorkloadResult, slot: int, expected_set: int,
+                     stale_check: bool = False) -> bool:
+        """One guarded, poisoned call; records failures on `wr`; True when everything held."""
+        name = workload.name
+        reply = self.cand.request(
+            {"op": "call", "fn": "run", "slot": slot_id(name, slot), "guard": True, "poison": True,
+             "return_inputs": True},
+            self.options.call_timeout_s,
+        )
+        outputs = self.unpack(reply["outputs"])
+        after = self.unpack(reply["inputs"])
+        findings = reply["findings"]
+        failures = self.integrity_failures(findings, workload)
+        failures += self.mutation_failures(workload, expected_set, after)
+        mismatch = self.compare(workload, expected_set, outputs, after, [d.get("strides") for d in reply["outputs"]])
+        if mismatch is not None:
+            reason, detail = mismatch
+            earlier = self.matches_earlier_set(workload, expected_set, outputs, after)
+            if earlier is not None:
+                failures.append(Failure("integrity", "stale_output",
+                                        f"the outputs are those of an earlier input set ({earlier}), not of these "
+                                        f"inputs: {detail}", name))
+            elif stale_check and reason in ("mismatch", "nan"):
+                failures.append(Failure("integrity", "stale_output",
+                                        "inputs rewritten in place at the same addresses gave outputs that do not "
+                                        f"match the new inputs: {detail}", name))
+            else:
+                failures.append(Failure("incorrect", reason, detail, name))
+        for f in failures:
+            self.result.add(f)
+            wr.errors.append(f"{f.verdict}/{f.reason}: {f.detail}")
+        return not failures
+
+    def matches_earlier_set(self, workload: Workload, expected_set: int, outputs: list[Any],
+                            after: list[Any]) -> int | None:
+        """The earlier input set whose expected outputs these outputs match (a cached result), if any."""
+        for i in range(expected_set if expected_set < self.task.correctness_sets else self.task.correctness_sets):
+            if i != expected_set and self.compare(workload, i, outputs, after, []) is None:
+                return i
+        return None
+
+    def integrity_failures(self, findings: dict[str, Any], workload: Workload) -> list[Failure]:
+        name, out = workload.name, []
+        if findings.get("launches", 0) < 1:
+            out.append(Failure("integrity", "no_triton_launch", "the call launched no Triton kernel", name))
+        ops = findings.get("forbidden_ops") or {}
+        if ops:
+            listed = ", ".join(f"aten.{op} x{n}" for op, n in sorted(ops.items()))
+            out.append(Failure("integrity", "aten_op", f"torch did work inside the call: {listed}", name))
+        if findings.get("aliasing"):
+            out.append(Failure("integrity", "alias", "; ".join(findings["aliasing"]), name))
+        if findings.get("not_tensor"):
+            out.append(Failure("integrity", "not_plain_tensor",
+                               f"outputs {findings['not_tensor']} are not plain torch.Tensor objects", name))
+        return out
+
+    def mutation_failures(self, workload: Workload, expected_set: int, after: list[Any]) -> list[Failure]:
+        """Inputs not declared as written must come back bit for bit unchanged."""
+        before = self.inputs[workload.name][expected_set]
+        changed = [
+            self.task.inputs[i].name
+            for i, (b, a) in enumerate(zip(before, after, strict=True))
+            if isinstance(b, torch.Tensor) and i not in self.task.written_inputs and not same_bytes(a, b)
+        ]
+        if changed:
+            return [Failure("integrity", "input_mutated", f"the call modified its inputs {changed}", workload.name)]
+        return []
+
+    def compared_specs(self) -> list:
+        """The specs of the compared values: returned outputs, then the inputs written in place."""
+        by_name = {o.name: o for o in self.task.outputs}
+        return list(self.task.returned_outputs) + [by_name[self.task.inputs[i].name] for i in self.task.written_inputs]
+
+    def compare(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any],
+                strides: list[Any]) -> tuple[str, str] | None:
+        """Compare with the oracle: (reason, detail) of the first difference, or None."""
+        n_returned = len(self.task.returned_outputs)
+        if len(outputs) != n_returned or any(not isinstance(o, torch.Tensor) for o in outputs):
+            return "output_count", (f"returned {len(outputs)} value(s) of types {[type(o).__name__ for o in outputs]}; "
+                                    f"the task returns {n_returned} tensor(s)")
+        expected = self.expected[workload.name][expected_set]
+        got = list(outputs) + [after[k] for k in self.task.written_inputs]
+        specs = self.compared_specs()
+        if any(spec.compare == "custom" for spec in specs):
+            message = self.custom_check(workload, expected_set, got, expected)
+            if message:
+                return "check_failed", message
+        want_strides = self.expected_strides[workload.name]
+        for k, spec in enumerate(specs):
+            if spec.compare == "custom":
+                continue
+            mismatch = compare_output(
+                spec, got[k], expected[k], workload.dtype,
+                got_strides=strides[k] if k < len(strides) else None,
+                expected_strides=want_strides[k] if k < len(want_strides) else None,
+            )
+            if mismatch:
+                return mismatch.reason, mismatch.detail
+        return None
+
+    def custom_check(self, workload: Workload, expected_set: int, got: list[Any], expected: list[Any]) -> str | None:
+        from d2kbench.evaluate.taskcode import reference_module
+
+        check = getattr(reference_module(self.task), "check", None)
+        if check is None:
+            raise InfraError(f"task {self.task.id} has a custom comparison but reference.py defines no check()")
+        return check(tuple(got), tuple(expected), tuple(self.inputs[workload.name][expected_set]))
+
+    # -- timing ------------------------------------------------------------------------------------
+    def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
+        name = workload.name
+        slots = [slot_id(name, i) for i in range(self.task.correctness_sets)]
+        fns = [("reference", self.trusted), ("candidate", self.cand), ("expert", self.trusted)]
+        if self.options.comparator:
+            fns.append(("comparator", self.trusted))
+        samples: dict[str, list[float]] = {f: [] for f, _ in fns}
+        graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
+        reps = {f: 3 for f, _ in fns}
+        for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
+            for fn, worker in fns:
+                times = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=False,
+                                         validate=(rnd == self.options.rounds))
+                if times is None:
+                    return
+                if rnd == 0:
+                    reps[fn] = max(5, min(200, int(self.options.batch_ms / max(statistics.median(times), 1e-3))))
+                else:
+                    samples[fn] += times
+                if self.task.latency_bound and rnd > 0:
+                    gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True, validate=False)
+                    if gtimes:
+                        graph_samples[fn] += gtimes
+        for fn, values in samples.items():
+            g = graph_samples[fn]
+            wr.timings[fn] = Timing(
+                median_ms=statistics.median(values), min_ms=min(values), max_ms=max(values), samples=len(values),
+                graph_median_ms=statistics.median(g) if g else None,
+            )
+        self.score_workload(workload, wr)
+
+    def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
+                    slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
+        message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
+                   "graph": graph, "return_outputs": validate and fn == "candidate"}
+        with gpu_lock(self.device):
+            start = time.perf_counter()
+            try:
+                if worker is self.trusted:
+                    reply = self.trusted_request(message)
+                else:
+                    reply = worker.request(message, self.options.call_timeout_s)
+            except RequestFailed as exc:
+                if graph:
+                    wr.errors.append(f"{fn}: CUDA graph capture failed ({exc.error}); graph time not reported")
+                    return []
+                self.result.add(self.candidate_fault(exc, workload))
+                return None
+            except WorkerFault as exc:
+                self.result.add(self.candidate_fault(exc, workload))
+                return None
+            wall_ms = (time.perf_counter() - start) * 1e3
+        times = [float(t) for t in reply["times_ms"]]
+        if fn == "candidate" and sum(times) > wall_ms * 1.05 + 1.0:
+            self.result.add(Failure("integrity", "patched_timer",
+                                    f"reported {sum(times):.2f} ms of kernel time in {wall_ms:.2f} ms of wall time",
+                                    workload.name))
+        if validate and fn == "candidate":
+            for slot_key, descs in reply["outputs"].items():
+                index = int(slot_key) - slot_id(workload.name, 0)
+                outs = self.unpack(descs)
+                expected_set = self.slot_set[workload.name][index]
+                mismatch = self.compare(workload, expected_set, outs, self.inputs[workload.name][expected_set],
+                                        [d.get("strides") for d in descs])
+                if mismatch:
+                    self.result.add(Failure("incorrect", "timed_output_mismatch",
+                                            f"an output of the timed runs is wrong: {mismatch[1]}", workload.name))
+        return times
+
+    def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
+        t = {fn: tm.graph_median_ms if self.task.latency_bound and tm.graph_median_ms else tm.median_ms
+             for fn, tm in wr.timings.items()}
+        cand = t["candidate"]
+        wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
+        wr.speedup = t["reference"] / cand
+        wr.fraction_of_expert = t["expert"] / cand
+        if "comparator" in t:
+            wr.speedup_vs_comparator = t["comparator"] / cand
+        wr.achieved_tbps = wr.bytes / (cand * 1e-3) / 1e12
+        wr.achieved_tflops = wr.flops / (cand * 1e-3) / 1e12
+        ceilings = hardware.ceilings(self.device, self.trusted_request)
+        floor_s = max(wr.bytes / ceilings["copy_bytes_per_s"], wr.flops / ceilings["bf16_flops_per_s"])
+        wr.sol_fraction = floor_s / (cand * 1e-3)
+        nameplate = hardware.nameplate_floor_s(self.result.environment.get("gpu", ""), wr.bytes, wr.flops)
+        if nameplate is not None and cand * 1e-3 < 0.9 * nameplate:
+            self.result.add(Failure(
+                "integrity", "below_physical_floor",
+                f"{cand * 1e3:.1f} us is more than 10% below the nameplate floor of {nameplate * 1e6:.1f} us",
+                workload.name))
+
+    # -- the whole evaluation ---------------------------------------------------------------------
+    def run(self) -> EvalResult:
+        started = time.perf_counter()
+        try:
+            self._run()
+        except InfraError as exc:
+            self.result.add(Failure("infra", "harness_error", str(exc)))
+        except WorkerFault as exc:
+            self.result.add(Failure("infra", "worker_start_failed", str(exc)))
+        finally:
+            for w in (self.cand, self.trusted):
+                if w is not None:
+                    w.close()
+            shutil.rmtree(self.spool, ignore_errors=True)
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.result.elapsed_s = round(time.perf_counter() - started, 3)
+        return self.result
+
+    def _run(self) -> None:
+        workloads = select_workloads(self.task, self.options, self.gpu)
+        self.result.workloads = [WorkloadResult(w.name, w.split) for w in workloads]
+        trusted, cand = self.spawn("trusted"), self.spawn("candidate")  # both import torch at once
+        try:
+            self.start_trusted(trusted)
+        except (RequestFailed, WorkerFault) as exc:
+            cand.kill()
+            raise InfraError(f"the trusted worker did not start: {exc}") from exc
+        if not self.start_candidate(cand):
+            return
+        for workload, wr in zip(workloads, self.result.workloads, strict=True):
+            self.prepare_workload(workload)
+            before = len(self.result.failures)
+            try:
+                self.check_workload(workload, wr)
+            except (RequestFailed, WorkerFault) as exc:
+                failure = self.candidate_fault(exc, workload)
+                self.result.add(failure)
+                wr.errors.append(f"{failure.verdict}/{failure.reason}: {failure.detail}")
+                if failure.verdict == "timeout":
+                    break  # a hanging candidate would cost the deadline again on every workload
+            wr.correct = len(self.result.failures) == before
+        timed = self.gpu and self.options.time and self.result.verdict == "pass"
+        for workload, wr in zip(workloads, self.result.workloads, strict=True):
+            if timed and workload.split == "scored" and self.result.verdict == "pass":
+                self.time_workload(workload, wr)
+            self.drop(workload)
+        if self.cand is not None:
+            self.result.log_tail = self.cand.log_tail()
+
+    def drop(self, workload: Workload) -> None:
+        slots = [slot_id(workload.name, i) for i in range(self.task.correctness_sets + 1)]
+        for worker in (self.trusted, self.cand):
+            if worker is not None and worker.alive:
+                try:
+                    worker.request({"op": "drop", "slots": slots}, 60)
+                except (RequestFailed, WorkerFault):
+                    pass
+        self.inputs.pop(workload.name, None)
+        self.expected.pop(workload.name, None)
+
+
+class InfraError(RuntimeError):
+    """A fault of the harness or the GPU itself: never scored against the candidate."""
+
+
+_SLOT_BASE: dict[str, int] = {}
+
+
+def slot_id(workload: str, index: int) -> int:
+    """A worker slot number per (workload, input set)."""
+    base = _SLOT_BASE.setdefault(workload, 1000 * (len(_SLOT_BASE) + 1))
+    return base + index
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+
+
+def workload_dict(w: Workload) -> dict[str, Any]:
+    return {"name": w.name, "split": w.split, "dtype": w.dtype, "params": dict(w.params), "note": w.note}
+
+
+def evaluate(task: Task, candidate: Path | str, options: EvalOptions | None = None) -> EvalResult:
+    """Evaluate the candidate file `candidate` on `task`; every verdict is decided here, in the parent."""
+    candidate = Path(candidate)
+    options = options or EvalOptions()
+    if not candidate.is_file():
+        raise FileNotFoundError(f"no candidate file {candidate}")
+    return Evaluation(task, candidate, options).run()

@@ -1,0 +1,142 @@
+"""Checks that run inside a worker around one call of a candidate.
+
+- `TritonLaunches` counts Triton kernel launches (JIT, interpreter, autotuner) and runs Triton's own
+  launch path outside the op guard, since the interpreter copies tensors with aten ops.
+- `OpGuard` is a TorchDispatchMode that lets only allocation, initialisation, view and copy ops of
+  aten run inside the call, records every other op by name, and poisons fresh allocations so that
+  elements the kernel never writes show up as NaN (floats) or 0xA5 bytes (integers).
+- `aliasing` finds outputs that share memory with an input or with each other.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+ALLOCATION_OPS = frozenset(
+    {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+)
+ALLOWED_OPS = ALLOCATION_OPS | frozenset(
+    {
+        # initialisation
+        "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like",
+        "new_full", "fill", "fill_", "zero", "zero_", "scalar_tensor",
+        # views
+        "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "permute", "transpose",
+        "transpose_", "t", "expand", "expand_as", "unsqueeze", "squeeze", "select", "slice", "narrow",
+        "split", "split_with_sizes", "chunk", "unbind", "flatten", "unflatten", "view_as", "alias",
+        "detach", "lift_fresh", "movedim", "diagonal", "view_as_real", "unfold", "_reshape_copy",
+        # copies
+        "clone", "copy", "copy_", "_to_copy", "contiguous", "_local_scalar_dense", "resolve_conj",
+        "resolve_neg", "lift_fresh_copy",
+    }
+)
+
+
+def op_name(func) -> str:
+    return func.overloadpacket.__name__
+
+
+def poison_(tensor: torch.Tensor) -> None:
+    """Fill the whole storage of `tensor` with a pattern no correct kernel leaves behind."""
+    with _disable_current_modes(), torch.no_grad():
+        if tensor.untyped_storage().nbytes() == 0:
+            return
+        raw = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
+        if tensor.dtype == torch.bool:
+            raw.fill_(1)
+        elif tensor.is_floating_point() or tensor.is_complex():
+            raw.fill_(0xFF)  # NaN in every IEEE and float8 format
+        else:
+            raw.fill_(0xA5)
+
+
+class OpGuard(TorchDispatchMode):
+    """Record aten ops outside the allowlist; poison fresh allocations when asked."""
+
+    def __init__(self, poison: bool):
+        super().__init__()
+        self.poison = poison
+        self.forbidden: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = op_name(func)
+        if name not in ALLOWED_OPS:
+            self.forbidden[name] += 1
+        out = func(*args, **(kwargs or {}))
+        if self.poison and name in ALLOCATION_OPS and isinstance(out, torch.Tensor):
+            poison_(out)
+        return out
+
+
+class TritonLaunches:
+    """Counts Triton launches while installed; Triton's launch path runs with the op guard off."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._patched: list[tuple[type, str, object]] = []
+
+    def install(self) -> None:
+        from triton.runtime import autotuner, jit
+
+        classes: list[tuple[type, bool]] = [
+            (jit.JITFunction, True),
+            (autotuner.Autotuner, False),
+            (autotuner.Heuristics, False),
+        ]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append((InterpretedFunction, True))
+        except ImportError:
+            pass
+        for cls, counts in classes:
+            original = cls.run
+            self._patched.append((cls, "run", original))
+            cls.run = self._wrap(original, counts)
+
+    def _wrap(self, original, counts: bool):
+        launches = self
+
+        @functools.wraps(original)
+        def run(*args, **kwargs):
+            warmup = kwargs.get("warmup", False)
+            if counts and not warmup:
+                launches.count += 1
+            with _disable_current_modes():
+                return original(*args, **kwargs)
+
+        return run
+
+    def uninstall(self) -> None:
+        for cls, attr, original in reversed(self._patched):
+            setattr(cls, attr, original)
+        self._patched.clear()
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int, int]:
+    """(storage pointer, first byte, one past the last byte) that `t` can reach."""
+    if t.numel() == 0:
+        return (t.untyped_storage().data_ptr(), 0, 0)
+    size = t.element_size()
+    start = t.storage_offset() * size
+    span = sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) * size + size
+    return (t.untyped_storage().data_ptr(), start, start + span)
+
+
+def aliasing(outputs: Iterable[torch.Tensor], inputs: Iterable[torch.Tensor]) -> list[str]:
+    """Descriptions of outputs that overlap an input or another output in memory."""
+    outs = [(f"output {i}", _extent(t)) for i, t in enumerate(outputs)]
+    ins = [(f"input {i}", _extent(t)) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
+    found = []
+    for k, (name, (ptr, lo, hi)) in enumerate(outs):
+        if hi == lo:
+            continue
+        for other, (ptr2, lo2, hi2) in ins + outs[k + 1 :]:
+            if ptr == ptr2 and lo < hi2 and lo2 < hi:
+                found.append(f"{name} shares memory with {other}")
+    return found

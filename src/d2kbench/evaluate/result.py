@@ -1,0 +1,104 @@
+"""The evaluator's records: verdicts, reason codes, per-workload results, `EvalResult`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Precedence: the first stage that fails decides. `infra` (a harness or GPU fault) outranks all:
+# such a result is retried and never scored against the model.
+VERDICTS = ("infra", "error", "crash", "timeout", "integrity", "incorrect", "pass")
+
+REASONS = {
+    "error": ("import_error", "compile_error", "exception", "no_run"),
+    "crash": ("worker_died", "cuda_error"),
+    "timeout": ("load_timeout", "call_timeout"),
+    "integrity": (
+        "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
+        "patched_timer", "below_physical_floor", "forged_result", "side_stream",
+    ),
+    "incorrect": (
+        "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
+    ),
+    "infra": ("harness_error", "worker_start_failed", "worker_lost"),
+}
+
+
+@dataclass
+class Failure:
+    verdict: str
+    reason: str
+    detail: str
+    workload: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS.get(self.verdict, ()):
+            raise ValueError(f"reason {self.reason!r} is not a {self.verdict!r} reason")
+
+
+@dataclass
+class Timing:
+    """Median milliseconds of one function on one workload, with the spread of the samples."""
+
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+    graph_median_ms: float | None = None
+
+
+@dataclass
+class WorkloadResult:
+    name: str
+    split: str
+    correct: bool | None = None
+    errors: list[str] = field(default_factory=list)
+    timings: dict[str, Timing] = field(default_factory=dict)  # candidate, reference, expert, comparator
+    bytes: float | None = None
+    flops: float | None = None
+    speedup: float | None = None  # reference / candidate: the scored speedup
+    speedup_vs_comparator: float | None = None
+    fraction_of_expert: float | None = None  # expert / candidate
+    sol_fraction: float | None = None  # max(bytes/BW, FLOPs/peak) / candidate time, measured ceilings
+    achieved_tbps: float | None = None
+    achieved_tflops: float | None = None
+
+
+@dataclass
+class EvalResult:
+    task: str
+    candidate: str
+    verdict: str = "pass"
+    reason: str | None = None
+    detail: str = ""
+    mode: str = "interpreter"  # interpreter (CPU, no timings) | gpu
+    device: str = "cpu"
+    seed: int | None = None
+    workloads: list[WorkloadResult] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    log_tail: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "pass"
+
+    def add(self, failure: Failure) -> None:
+        self.failures.append(failure)
+        self.decide()
+
+    def decide(self) -> None:
+        """Set the verdict from the failures: the highest-precedence one decides."""
+        if not self.failures:
+            self.verdict, self.reason, self.detail = "pass", None, ""
+            return
+        first = min(self.failures, key=lambda f: VERDICTS.index(f.verdict))
+        self.verdict, self.reason = first.verdict, first.reason
+        where = f" (workload {first.workload})" if first.workload else ""
+        self.detail = first.detail + where
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["correct"] = self.correct
+        return out

@@ -1,0 +1,103 @@
+"""GPU timing inside a worker: CUDA events around each call, L2 flushed, inputs rotated."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
+
+
+class Timer:
+    """Times calls of one function over a rotation of input sets on the current CUDA device."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+    def flush(self) -> None:
+        self.flush_buffer.zero_()
+
+    def time(
+        self,
+        call: Callable[[int], object],
+        restore: Callable[[int], None],
+        slots: Sequence[int],
+        reps: int,
+        warmup: int,
+        graph: bool,
+    ) -> tuple[list[float], dict[int, object]]:
+        """Milliseconds of `reps` calls (`call(slot)` rotating over `slots`) and the last output per slot.
+
+        With `graph`, one call per slot is captured into a CUDA graph and the replays are timed.
+        """
+        for i in range(max(warmup, len(slots))):
+            restore(slots[i % len(slots)])
+            call(slots[i % len(slots)])
+        torch.cuda.synchronize(self.device)
+        graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        outputs: dict[int, object] = {}
+        if graph:
+            stream = torch.cuda.Stream(self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                for slot in slots:
+                    restore(slot)
+                    call(slot)
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            for slot in slots:
+                restore(slot)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    outputs[slot] = call(slot)
+                graphs[slot] = g
+            torch.cuda.synchronize(self.device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            slot = slots[i % len(slots)]
+            restore(slot)
+            self.flush()
+            starts[i].record()
+            if graph:
+                graphs[slot].replay()
+            else:
+                outputs[slot] = call(slot)
+            ends[i].record()
+        torch.cuda.synchronize(self.device)
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], outputs
+
+
+def measure_ceilings(device: torch.device) -> dict[str, float]:
+    """Copy bandwidth (bytes read + written per second) and bf16 GEMM rate, measured on `device`."""
+    timer = Timer(device)
+
+    def median_ms(fn: Callable[[], object], reps: int = 20) -> float:
+        times = []
+        for _ in range(3):
+            fn()
+        for _ in range(reps):
+            timer.flush()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        return sorted(times)[len(times) // 2]
+
+    n = 1 << 30  # 1 GiB each way
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = median_ms(lambda: dst.copy_(src))
+    del src, dst
+    m = 8192
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(m, m, device=device, dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(m, m, device=device, dtype=torch.bfloat16, generator=gen)
+    gemm_ms = median_ms(lambda: a @ b, reps=10)
+    return {
+        "copy_bytes_per_s": 2 * n / (copy_ms * 1e-3),
+        "bf16_flops_per_s": 2 * m**3 / (gemm_ms * 1e-3),
+    }

@@ -1,0 +1,269 @@
+"""A worker process: holds inputs on its device and calls one kind of code on request.
+
+Two roles. A `candidate` worker loads one candidate file and calls its `run`, checked or timed;
+nothing else of the evaluator is imported here beyond the channel, the integrity checks and the
+timer. A `trusted` worker loads the task's `reference.py` and `expert.py`: it makes inputs,
+computes the oracle and times the reference, comparator and expert. Requests and replies travel
+on a private pipe (see `channel`); the worker's own stdout and stderr go to a log file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from d2kbench.evaluate import channel, integrity
+
+_CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def as_tuple(out: Any) -> tuple:
+    return out if isinstance(out, tuple) else (out,)
+
+
+class Worker:
+    def __init__(self, role: str, spool: Path, device: str):
+        self.role = role
+        self.spool = spool
+        self.device = torch.device(device)
+        self.slots: dict[int, list[Any]] = {}
+        self.pristine: dict[int, dict[int, torch.Tensor]] = {}
+        self.written: tuple[int, ...] = ()
+        self.functions: dict[str, Any] = {}
+        self.prepared: dict[int, tuple] = {}
+        self.timer = None
+        self.launches = integrity.TritonLaunches()
+
+    # -- requests ---------------------------------------------------------------------------
+    def load(self, req: dict) -> dict:
+        self.written = tuple(req.get("written", ()))
+        self.upcast = getattr(torch, req.get("upcast", "float32"))
+        self.launches.install()
+        if self.role == "candidate":
+            module = load_module(Path(req["path"]), "candidate")
+            if not callable(getattr(module, "run", None)):
+                raise AttributeError("the candidate file defines no function run(*inputs)")
+            self.functions["run"] = module.run
+        else:
+            task = Path(req["task_path"])
+            ref = load_module(task / "reference.py", "task_reference")
+            self.reference_module = ref
+            self.functions["reference"] = ref.reference
+            self.custom_oracle = hasattr(ref, "oracle")
+            self.functions["oracle"] = ref.oracle if self.custom_oracle else ref.reference
+            if hasattr(ref, "comparator"):
+                self.functions["comparator"] = ref.comparator
+            if req.get("load_expert", True):
+                self.functions["expert"] = load_module(task / "expert.py", "task_expert").run
+        return {}
+
+    def make_inputs(self, req: dict) -> dict:
+        from d2kbench.suite.schema import Workload
+
+        workload = Workload(**req["workload"])
+        inputs = list(self.reference_module.make_inputs(workload, int(req["seed"]), str(self.device)))
+        self._store(int(req["slot"]), inputs)
+        derived = {}
+        if hasattr(self.reference_module, "derived"):
+            derived = {k: float(v) for k, v in self.reference_module.derived(workload, inputs).items()}
+        return {"inputs": [channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
+
+    def put_inputs(self, req: dict) -> dict:
+        values = [channel.unpack_value(d, self.spool) for d in req["inputs"]]
+        values = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        slot = int(req["slot"])
+        if req.get("in_place"):
+            old = self.slots[slot]
+            for i, (dst, src) in enumerate(zip(old, values, strict=True)):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)
+                else:
+                    old[i] = src
+            self._store(slot, old)
+        else:
+            self._store(slot, values)
+        return {}
+
+    def call(self, req: dict) -> dict:
+        """One call on a slot's inputs, checked; returns outputs, inputs after the call and findings."""
+        fn_name, slot = req["fn"], int(req["slot"])
+        inputs = self._inputs_for(fn_name, slot)
+        guard = integrity.OpGuard(poison=bool(req.get("poison", False)))
+        self.launches.count = 0
+        with torch.no_grad():
+            if req.get("guard", False):
+                with guard:
+                    out = self.functions[fn_name](*inputs)
+            else:
+                out = self.functions[fn_name](*inputs)
+        self._sync()
+        outs = as_tuple(out)
+        findings: dict[str, Any] = {
+            "launches": self.launches.count,
+            "forbidden_ops": dict(guard.forbidden),
+            "not_tensor": [i for i, o in enumerate(outs) if type(o) is not torch.Tensor],
+        }
+        tensors = [o for o in outs if isinstance(o, torch.Tensor)]
+        findings["aliasing"] = integrity.aliasing(tensors, inputs)
+        reply = {
+            "outputs": [channel.pack_value(o, self.spool) for o in outs],
+            "findings": findings,
+        }
+        if req.get("return_inputs"):
+            reply["inputs"] = [
+                channel.pack_value(v, self.spool) if isinstance(v, torch.Tensor) else {"scalar": None}
+                for v in inputs
+            ]
+        return reply
+
+    def time(self, req: dict) -> dict:
+        from d2kbench.evaluate.timing import Timer
+
+        if self.device.type != "cuda":
+            raise RuntimeError("timing needs a CUDA device")
+        if self.timer is None:
+            self.timer = Timer(self.device)
+        fn_name = req["fn"]
+        fn = self.functions[fn_name]
+        slots = [int(s) for s in req["slots"]]
+        for slot in slots:
+            self._inputs_for(fn_name, slot)  # prepares comparator inputs outside the timed region
+
+        def call(slot: int) -> object:
+            return fn(*self._inputs_for(fn_name, slot))
+
+        with torch.no_grad():
+            times, outputs = self.timer.time(
+                call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), bool(req.get("graph"))
+            )
+        reply: dict[str, Any] = {"times_ms": times}
+        if req.get("return_outputs"):
+            reply["outputs"] = {
+                str(slot): [channel.pack_value(o, self.spool) for o in as_tuple(out)]
+                for slot, out in outputs.items()
+            }
+        return reply
+
+    def ceilings(self, req: dict) -> dict:
+        from d2kbench.evaluate.timing import measure_ceilings
+
+        return {"ceilings": measure_ceilings(self.device)}
+
+    def drop(self, req: dict) -> dict:
+        for slot in req["slots"]:
+            self.slots.pop(int(slot), None)
+            self.pristine.pop(int(slot), None)
+            self.prepared.pop(int(slot), None)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return {}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _store(self, slot: int, inputs: list[Any]) -> None:
+        self.slots[slot] = inputs
+        self.prepared.pop(slot, None)
+        self.pristine[slot] = {i: inputs[i].clone() for i in self.written}
+
+    def _restore(self, slot: int) -> None:
+        for i, value in self.pristine.get(slot, {}).items():
+            self.slots[slot][i].copy_(value)
+
+    def _inputs_for(self, fn_name: str, slot: int) -> list[Any]:
+        inputs = self.slots[slot]
+        if fn_name == "oracle":
+            # The oracle works on copies: it may write in place, and the slot must stay pristine.
+            return [self._oracle_copy(v) for v in inputs]
+        if fn_name == "comparator":
+            if slot not in self.prepared:
+                prepare = getattr(self.reference_module, "comparator_prepare", None)
+                self.prepared[slot] = tuple(prepare(*inputs)) if prepare else tuple(inputs)
+            return list(self.prepared[slot])
+        return inputs
+
+    def _oracle_copy(self, value: Any) -> Any:
+        """A copy of an input for the oracle: upcast floats unless the task defines its own oracle."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        if not self.custom_oracle and value.dtype in (torch.bfloat16, torch.float16, torch.float32):
+            return value.to(self.upcast, copy=True)
+        return value.clone()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
+    worker = Worker(role, spool, device)
+    handlers = {
+        "load": worker.load,
+        "make_inputs": worker.make_inputs,
+        "put_inputs": worker.put_inputs,
+        "call": worker.call,
+        "time": worker.time,
+        "ceilings": worker.ceilings,
+        "drop": worker.drop,
+    }
+    channel.write_message(fd_out, {"ok": True, "ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            req = channel.read_message(fd_in)
+        except channel.ChannelClosed:
+            return
+        op = req.get("op")
+        if op == "exit":
+            return
+        try:
+            if op not in handlers:
+                raise ValueError(f"unknown request {op!r}")
+            reply = handlers[op](req)
+            channel.write_message(fd_out, {"ok": True, **reply})
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+            text = f"{type(exc).__name__}: {exc}"
+            cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)
+            channel.write_message(
+                fd_out,
+                {
+                    "ok": False,
+                    "error": type(exc).__name__,
+                    "message": str(exc)[:4000],
+                    "traceback": traceback.format_exc()[-8000:],
+                    "cuda_fault": cuda_fault,
+                },
+            )
+            if cuda_fault or isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+                return  # a CUDA context after a fault is not to be trusted: let the parent replace us
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--role", choices=("candidate", "trusted"), required=True)
+    parser.add_argument("--fd-in", type=int, required=True)
+    parser.add_argument("--fd-out", type=int, required=True)
+    parser.add_argument("--spool", type=Path, required=True)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    if args.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(args.device))
+    serve(args.role, args.fd_in, args.fd_out, args.spool, args.device)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The parent's handle on a worker process: spawn, request with a deadline, kill, replace."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+
+from pathlib import Path
+from typing import Any
+
+from d2kbench.evaluate import channel
+
+
+class WorkerFault(Exception):
+    """A worker that stopped answering: it died (`crash`) or ran past its deadline (`timeout`)."""
+
+    def __init__(self, kind: str, detail: str):
+        self.kind, self.detail = kind, detail
+        super().__init__(f"{kind}: {detail}")
+
+
+class RequestFailed(Exception):
+    """A request that raised inside the worker; the worker may still be alive."""
+
+    def __init__(self, reply: dict[str, Any]):
+        self.reply = reply
+        self.error = str(reply.get("error", "Error"))
+        self.message = str(reply.get("message", ""))
+        self.cuda_fault = bool(reply.get("cuda_fault"))
+        super().__init__(f"{self.error}: {self.message}")
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the worker was killed by {name}"
+    return f"the worker exited with status {returncode} before replying"
+
+
+class WorkerProcess:
+    """One worker subprocess in its own process group, with a private request/reply pipe."""
+
+    def __init__(self, role: str, device: str, spool: Path, scratch: Path, env: dict[str, str]):
+        self.role, self.device, self.spool, self.scratch = role, device, spool, scratch
+        self.log_path = scratch / f"{role}.log"
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        src_root = str(Path(__file__).resolve().parents[2])
+        env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "d2kbench.evaluate.worker", "--role", role,
+                    "--fd-in", str(req_r), "--fd-out", str(rep_w), "--spool", str(spool), "--device", device,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(req_r, rep_w),
+                cwd=scratch,
+                env=env,
+                start_new_session=True,  # its own process group: killed whole on timeout
+            )
+        os.close(req_r)
+        os.close(rep_w)
+        self.fd_req, self.fd_rep = req_w, rep_r
+        self._ready = False
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait for the worker's hello (imports done); workers can start side by side before this."""
+        if not self._ready:
+            self._await(timeout)
+            self._ready = True
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request; return its reply, raise `RequestFailed` or `WorkerFault`."""
+        self.wait_ready()
+        try:
+            channel.write_message(self.fd_req, message)
+        except (BrokenPipeError, OSError):
+            raise self._fault() from None
+        reply = self._await(timeout)
+        if not reply.get("ok"):
+            if reply.get("cuda_fault"):
+                self.kill()
+            raise RequestFailed(reply)
+        return reply
+
+    def _await(self, timeout: float) -> dict[str, Any]:
+        ready, _, _ = select.select([self.fd_rep], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise WorkerFault("timeout", f"no reply within {timeout:.0f} s")
+        try:
+            return channel.read_message(self.fd_rep)
+        except channel.ChannelClosed:
+            raise self._fault() from None
+        except channel.ProtocolError as exc:
+            self.kill()
+            raise WorkerFault("crash", f"the worker sent a malformed message ({exc})") from None
+
+    def _fault(self) -> WorkerFault:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        return WorkerFault("crash", describe_exit(code))
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        else:
+            try:  # children it left behind in its group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait()
+        for fd in (self.fd_req, self.fd_rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fd_req = self.fd_rep = -1
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                channel.write_message(self.fd_req, {"op": "exit"})
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def __del__(self) -> None:  # a last resort; the evaluator closes its workers explicitly
+        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
+            self.kill()
+
+

@@ -1,0 +1,6 @@
+"""Planted: never returns."""
+
+
+def run(x, y, alpha):
+    while True:
+        pass

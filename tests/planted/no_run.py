@@ -1,0 +1,3 @@
+"""Planted: defines no run()."""
+def solve(x, y, alpha):
+    return x

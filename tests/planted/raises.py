@@ -1,0 +1,5 @@
+"""Planted: raises inside run()."""
+
+
+def run(x, y, alpha):
+    raise RuntimeError("planted failure")

@@ -1,0 +1,3 @@
+"""Planted: does not parse."""
+def run(x, y, alpha) -> :
+    return x

@@ -1,0 +1,53 @@
+"""The evaluator against planted candidates: each gets the right verdict and reason code."""
+
+import pytest
+
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from tests.conftest import PLANTED
+
+CASES = [
+    ("wrong_values.py", "incorrect", "mismatch"),
+    ("nan_one.py", "incorrect", "nan"),
+    ("untouched_tail.py", "incorrect", "nan"),
+    ("stale_by_address.py", "integrity", "stale_output"),
+    ("stale_by_shape.py", "integrity", "stale_output"),
+    ("aliased_output.py", "integrity", "alias"),
+    ("torch_does_work.py", "integrity", "aten_op"),
+    ("no_triton.py", "integrity", "no_triton_launch"),
+    ("mutates_input.py", "integrity", "input_mutated"),
+    ("raises.py", "error", "exception"),
+    ("syntax_error.py", "error", "import_error"),
+    ("no_run.py", "error", "no_run"),
+    ("segfault.py", "crash", "worker_died"),
+    ("exit_with_fake_verdict.py", "crash", "worker_died"),
+    ("infinite_loop.py", "timeout", "call_timeout"),
+]
+
+
+@pytest.mark.parametrize("planted,verdict,reason", CASES, ids=[c[0] for c in CASES])
+def test_planted_candidate_gets_its_verdict(toy_task, planted, verdict, reason):
+    result = evaluate(toy_task, PLANTED / planted, EvalOptions(device="cpu", call_timeout_s=20))
+    assert (result.verdict, result.reason) == (verdict, reason), result.detail
+    assert not result.correct
+    assert result.detail
+
+
+def test_expert_passes_and_reports_each_workload(toy_task):
+    result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", result.detail
+    assert [w.name for w in result.workloads] == ["n200", "n77_f16"]
+    assert all(w.correct for w in result.workloads)
+    assert all(w.timings == {} for w in result.workloads)  # no GPU: no timings
+
+
+def test_segfault_names_the_signal(toy_task):
+    result = evaluate(toy_task, PLANTED / "segfault.py", EvalOptions(device="cpu"))
+    assert "SIGSEGV" in result.detail
+
+
+def test_worker_is_replaced_after_a_crash(toy_task):
+    """A crash on one workload does not stop the next workload from being evaluated."""
+    result = evaluate(toy_task, PLANTED / "segfault.py", EvalOptions(device="cpu"))
+    assert len(result.workloads) == 2
+    assert all(w.correct is False for w in result.workloads)
+    assert all("worker_died" in w.errors[0] for w in result.workloads)
