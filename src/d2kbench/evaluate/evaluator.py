@@ -85,6 +85,7 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
     env["TRITON_CACHE_DIR"] = os.environ.get("D2K_TRITON_CACHE", str(Path.home() / ".cache" / "d2kbench" / "triton"))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.6's default, stated so 3.9 agrees
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -520,6 +521,35 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def workload_dict(w: Workload) -> dict[str, Any]:
     return {"name": w.name, "split": w.split, "dtype": w.dtype, "params": dict(w.params), "note": w.note}
+
+
+def compile_report(task: Task, candidate: Path | str, workload: str | None = None,
+                   dtype: str | None = "bfloat16", arch: int = 90) -> list[dict[str, Any]]:
+    """Compile every kernel the candidate launches on `workload` for sm_`arch`, without a GPU.
+
+    The inputs are the workload's (a cpu workload by default) in `dtype` (the production dtype by
+    default); nothing runs on a device. Each kernel gets registers, spills, shared memory, warps,
+    stages and whether the PTX uses wgmma, or the compiler's error.
+    """
+    w = task.workload(workload) if workload else task.split("cpu")[0]
+    if dtype:
+        w = Workload(w.name, w.split, dtype, w.params, w.note)
+    ev = Evaluation(task, Path(candidate), EvalOptions(device="cpu", time=False))
+    ev.env.pop("TRITON_INTERPRET", None)
+    try:
+        trusted, cand = ev.spawn("trusted"), ev.spawn("candidate")
+        ev.start_trusted(trusted)
+        if not ev.start_candidate(cand):
+            raise RuntimeError(f"the candidate did not load: {ev.result.detail}")
+        reply = ev.trusted_request({"op": "make_inputs", "workload": workload_dict(w), "slot": 0, "seed": 0})
+        ev.cand.request({"op": "put_inputs", "slot": 0, "inputs": reply["inputs"]}, ev.options.call_timeout_s)
+        return ev.cand.request({"op": "compile", "slot": 0, "arch": arch}, ev.options.load_timeout_s)["kernels"]
+    finally:
+        for worker in (ev.cand, ev.trusted):
+            if worker is not None:
+                worker.close()
+        shutil.rmtree(ev.spool, ignore_errors=True)
+        shutil.rmtree(ev.work, ignore_errors=True)
 
 
 def evaluate(task: Task, candidate: Path | str, options: EvalOptions | None = None) -> EvalResult:

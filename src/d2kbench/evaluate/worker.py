@@ -161,6 +161,19 @@ class Worker:
             }
         return reply
 
+    def compile(self, req: dict) -> dict:
+        """Call `run` on a slot with launches replaced by sm_90 compilation; the kernels' reports."""
+        from d2kbench.evaluate.sm90 import CompileCapture
+
+        capture = CompileCapture(arch=int(req.get("arch", 90)))
+        capture.install()
+        try:
+            with torch.no_grad():
+                self.functions["run"](*self.slots[int(req["slot"])])
+        finally:
+            capture.uninstall()
+        return {"kernels": capture.reports}
+
     def ceilings(self, req: dict) -> dict:
         from d2kbench.evaluate.timing import measure_ceilings
 
@@ -219,6 +232,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "call": worker.call,
         "time": worker.time,
         "ceilings": worker.ceilings,
+        "compile": worker.compile,
         "drop": worker.drop,
     }
     channel.write_message(fd_out, {"ok": True, "ready": True, "pid": os.getpid()})

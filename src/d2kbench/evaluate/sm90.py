@@ -1,0 +1,130 @@
+"""Compile a candidate's Triton kernels for the H200 (sm_90) on a machine without a GPU.
+
+Inside a worker (without TRITON_INTERPRET), `run(*inputs)` is called with Triton's launch path
+replaced: each launch is turned into `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90,
+32))` with the launch's argument types and constexprs, and nothing executes. The compiled
+kernel's metadata gives registers, spills, shared memory, warps, stages and whether `wgmma` is used.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_TRITON_TYPES = {
+    torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
+    torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5", torch.int8: "i8", torch.uint8: "u8",
+    torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.bool: "i1",
+}
+
+
+def _arg_type(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return "*" + _TRITON_TYPES[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"cannot type a kernel argument of type {type(value).__name__}")
+
+
+class CompileCapture:
+    """Replaces Triton launches with sm_90 compilation while installed."""
+
+    def __init__(self, arch: int = 90):
+        self.arch = arch
+        self.reports: list[dict[str, Any]] = []
+        self._saved: list[tuple[type, Any]] = []
+
+    def install(self) -> None:
+        from triton.runtime import autotuner, jit
+
+        capture = self
+
+        def jit_run(fn, *args, grid=None, warmup=False, **kwargs):
+            capture.compile(fn, args, kwargs)
+
+        def autotune_run(tuner, *args, **kwargs):
+            for config in tuner.configs:
+                merged = {**kwargs, **config.all_kwargs()}
+                tuner.fn.run(*args, **merged)
+
+        for cls, replacement in ((jit.JITFunction, jit_run), (autotuner.Autotuner, autotune_run)):
+            self._saved.append((cls, cls.run))
+            cls.run = replacement
+
+    def uninstall(self) -> None:
+        for cls, original in reversed(self._saved):
+            cls.run = original
+        self._saved.clear()
+
+    def compile(self, fn, args: tuple, kwargs: dict[str, Any]) -> None:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in kwargs}
+        values: dict[str, Any] = {}
+        for param, name in zip(fn.params, fn.arg_names, strict=True):
+            if len(values) < len(args):
+                values[name] = args[len(values)]
+            elif name in kwargs:
+                values[name] = kwargs[name]
+            elif param.has_default:
+                values[name] = param.default
+        signature, constexprs = {}, {}
+        for param, name in zip(fn.params, fn.arg_names, strict=True):
+            value = values.get(name)
+            if param.is_constexpr or value is None:
+                signature[name] = "constexpr"
+                constexprs[name] = value
+            else:
+                signature[name] = _arg_type(value)
+        report: dict[str, Any] = {"kernel": fn.__name__, "constexprs": {k: repr(v) for k, v in constexprs.items()},
+                                  "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
+        try:
+            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                                      target=GPUTarget("cuda", self.arch, 32), options=options)
+            md = compiled.metadata
+            ptx = compiled.asm.get("ptx", "")
+            report.update(ok=True, shared_bytes=int(getattr(md, "shared", 0)), wgmma="wgmma" in ptx,
+                          ptx_lines=ptx.count("\n"), **ptxas_info(ptx))
+        except Exception as exc:  # noqa: BLE001 - a compile failure is the report
+            report.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:2000]}")
+        self.reports.append(report)
+
+
+def ptxas_info(ptx: str) -> dict[str, int]:
+    """Registers and spill bytes per thread, from `ptxas -v` (the ptxas that Triton ships)."""
+    target = re.search(r"^\.target\s+sm_(\d+)", ptx, re.M)
+    if not target:
+        return {}
+    try:  # the ptxas Triton itself compiles with (Triton 3.6 and 3.9 keep it here)
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        tool = get_ptxas(int(target.group(1)))
+        ptxas = Path(tool.path if hasattr(tool, "path") else tool)
+    except (ImportError, AttributeError, TypeError):
+        return {}
+    target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        proc = subprocess.run([str(ptxas), f"-arch={target.group(1)}", "-v", str(src), "-o", str(Path(tmp) / "k.o")],
+                              capture_output=True, text=True, timeout=120)
+    text = proc.stdout + proc.stderr
+    info = {}
+    if m := re.search(r"Used (\d+) registers", text):
+        info["registers"] = int(m.group(1))
+    if m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text):
+        info["spill_store_bytes"], info["spill_load_bytes"] = int(m.group(1)), int(m.group(2))
+    if m := re.search(r"(\d+) bytes stack frame", text):
+        info["stack_frame_bytes"] = int(m.group(1))
+    return info

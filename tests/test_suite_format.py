@@ -1,0 +1,90 @@
+"""The task loader: real tasks load; malformed task folders get an error naming file and field."""
+
+import shutil
+
+import pytest
+
+from d2kbench.suite import TaskFormatError, load_suite, load_task, roofline
+from d2kbench.suite import expr
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture
+def toy_copy(tmp_path):
+    dst = tmp_path / "toy_axpy"
+    shutil.copytree(FIXTURES / "toy_axpy", dst)
+    return dst
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_suite_loads_with_the_four_foundation_tasks():
+    ids = {t.id for t in load_suite()}
+    assert {"attn_decode_paged_gqa", "moe_align_block_size", "quant_per_token_group_fp8",
+            "muon_newton_schulz"} <= ids
+    for task in load_suite():
+        assert task.split("scored") and task.split("hidden") and task.split("cpu")
+        assert all(w.dtype in ("float16", "float32") for w in task.split("cpu"))
+
+
+@pytest.mark.parametrize(
+    "file,old,new,field,expected",
+    [
+        ("task.toml", 'bound = "memory"', 'bound = "fast"', "bound", "one of memory"),
+        ("task.toml", 'split = "cpu"', 'split = "cpuu"', "workloads[0].split", "one of scored"),
+        ("task.toml", 'dtype = "float32"\nparams = { N = 200 }', 'dtype = "bfloat16"\nparams = { N = 200 }',
+         "workloads[0].dtype", "float16 or float32"),
+        ("task.toml", 'compare = "allclose"', 'compare = "roughly"', "outputs[0].compare", "one of allclose"),
+        ("task.toml", 'bytes = "3 * N * 4"', 'bytes = "__import__(1)"', "roofline.bytes", "arithmetic"),
+        ("task.toml", 'id = "toy_axpy"', 'id = "other"', "id", "the folder name"),
+        ("task.toml", 'name = "n77_f16"', 'name = "n200"', "workloads[1].name", "unique"),
+        ("task.toml", 'title = "Toy axpy (evaluator tests only)"\n', "", "title", "missing"),
+        ("task.toml", 'name = "x"\ndtype = "workload"', 'name = "x"\ndtype = "float7"', "inputs[0].dtype", "one of"),
+        ("task.toml", "[tolerance]", "[tolerance\n", "<syntax>", "valid TOML"),
+        ("rubric.toml", 'layer = "L3"\nweight = 1\ntitle = "No host sync"', 'layer = "L2"\nweight = 1\ntitle = "x"',
+         "property", "at least 3 properties with layer = 'L3'"),
+        ("rubric.toml", 'weight = 1\ntitle = "One pass"', 'weight = "heavy"\ntitle = "One pass"',
+         "property[0].weight", "a number"),
+        ("guidance.md", "## L2", "## L9", "## L9", "## L1, ## L2, ## L3"),
+    ],
+)
+def test_malformed_task_names_file_and_field(toy_copy, file, old, new, field, expected):
+    edit(toy_copy / file, old, new)
+    with pytest.raises(TaskFormatError) as info:
+        load_task(toy_copy)
+    err = info.value
+    assert err.file.endswith(file)
+    assert err.field == field
+    assert expected in str(err)
+
+
+def test_missing_file_is_named(toy_copy):
+    (toy_copy / "expert.py").unlink()
+    with pytest.raises(TaskFormatError, match="expert.py"):
+        load_task(toy_copy)
+
+
+def test_written_input_needs_an_output_entry(toy_copy):
+    edit(toy_copy / "task.toml", 'name = "y"\ndtype = "workload"', 'name = "y"\nwritten = true\ndtype = "workload"')
+    with pytest.raises(TaskFormatError, match="inputs\\[1\\].written"):
+        load_task(toy_copy)
+
+
+def test_roofline_and_guidance_configs():
+    task = load_task(FIXTURES / "toy_axpy")
+    assert roofline(task, task.workload("n200")) == (2400.0, 400.0)
+    assert task.guidance_for("none") == ""
+    assert task.guidance_for("L1+L2").startswith("## L1") and "## L3" not in task.guidance_for("L1+L2")
+    with pytest.raises(ValueError):
+        task.guidance_for("L2")
+
+
+def test_expressions_are_arithmetic_only():
+    assert expr.evaluate("ceil(N / 64) * 2 + max(a, 3)", {"N": 100, "a": 1}) == 7
+    for bad in ("open('x')", "x.y", "[1]", "lambda: 1", "'s'"):
+        with pytest.raises(expr.ExprError):
+            expr.parse(bad)

@@ -1,0 +1,81 @@
+"""Every task of the suite: its expert passes, compiles for sm_90, its mutants fail, its guidance is clean."""
+
+import tomllib
+
+import pytest
+
+from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
+from d2kbench.suite import load_suite
+from tests.conftest import ROOT
+from tests.guidance_leaks import leaks
+
+TASKS = {t.id: t for t in load_suite()}
+
+
+def mutants():
+    for task_id in TASKS:
+        path = ROOT / "tests" / "mutants" / f"{task_id}.toml"
+        for m in tomllib.loads(path.read_text())["mutant"]:
+            yield pytest.param(task_id, m, id=f"{task_id}-{m['name']}")
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_expert_passes_on_cpu_workloads(task_id):
+    task = TASKS[task_id]
+    result = evaluate(task, task.expert_path, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}\n{result.log_tail}"
+    assert len(result.workloads) == len(task.split("cpu"))
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_expert_compiles_for_sm90(task_id):
+    task = TASKS[task_id]
+    kernels = compile_report(task, task.expert_path, dtype="bfloat16")
+    assert kernels, "the expert launched no Triton kernel"
+    for k in kernels:
+        assert k["ok"], f"{k['kernel']}: {k.get('error')}"
+        assert k.get("registers", 0) > 0
+        assert k.get("spill_store_bytes", 0) == 0, f"{k['kernel']} spills registers"
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_task_has_at_least_three_mutants(task_id):
+    path = ROOT / "tests" / "mutants" / f"{task_id}.toml"
+    assert len(tomllib.loads(path.read_text())["mutant"]) >= 3
+
+
+@pytest.mark.parametrize("task_id,mutant", list(mutants()))
+def test_mutant_fails_its_cpu_workloads(task_id, mutant, tmp_path):
+    task = TASKS[task_id]
+    source = task.expert_path.read_text()
+    assert source.count(mutant["find"]) == 1, f"mutant {mutant['name']} no longer matches expert.py exactly once"
+    mutated = tmp_path / "mutant.py"
+    mutated.write_text(source.replace(mutant["find"], mutant["replace"]))
+    result = evaluate(task, mutated, EvalOptions(device="cpu", call_timeout_s=120))
+    assert result.verdict != "pass", f"mutant {mutant['name']} ({mutant['why']}) passed"
+    assert result.verdict in ("incorrect", "integrity", "error", "crash"), result.detail
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_guidance_leaks_nothing_of_the_expert(task_id):
+    assert leaks(TASKS[task_id]) == []
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_inputs_are_random_and_seeded(task_id):
+    import importlib.util
+
+    import torch
+
+    task = TASKS[task_id]
+    spec = importlib.util.spec_from_file_location(f"ref_{task_id}", task.reference_path)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    w = task.split("cpu")[0]
+    a, b, a2 = ref.make_inputs(w, 1, "cpu"), ref.make_inputs(w, 2, "cpu"), ref.make_inputs(w, 1, "cpu")
+    assert len(a) == len(task.inputs)
+    tensors = [(x, y, z) for x, y, z in zip(a, b, a2, strict=True) if isinstance(x, torch.Tensor)]
+    assert all(torch.equal(x, z) for x, _, z in tensors), "same seed, different inputs"
+    assert any(not torch.equal(x, y) for x, y, _ in tensors if x.shape == y.shape), "two seeds, same inputs"
+    floats = [x for x, _, _ in tensors if x.is_floating_point()]
+    assert all(bool((x != 0).any()) for x in floats), "an input is all zeros"
