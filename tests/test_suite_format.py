@@ -4,8 +4,7 @@ import shutil
 
 import pytest
 
-from d2kbench.suite import TaskFormatError, load_suite, load_task, roofline
-from d2kbench.suite import expr
+from d2kbench.suite import TaskFormatError, expr, load_suite, load_task, roofline
 from tests.conftest import FIXTURES
 
 

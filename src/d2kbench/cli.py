@@ -40,7 +40,8 @@ def _tasks_show(args: argparse.Namespace) -> int:
     print(f"source: {', '.join(f'{k}={v}' for k, v in t.source.items())}\n\n{t.description}\n")
     print(f"signature: {t.signature}")
     for i in t.inputs:
-        print(f"  in  {i.name:14s} {i.kind:6s} {i.dtype or '':14s} {i.shape:18s} {'(written) ' if i.written else ''}{i.doc}")
+        written = "(written) " if i.written else ""
+        print(f"  in  {i.name:14s} {i.kind:6s} {i.dtype or '':14s} {i.shape:18s} {written}{i.doc}")
     for o in t.outputs:
         print(f"  out {o.name:14s} {o.dtype:14s} {o.shape:18s} compare={o.compare}")
     print(f"roofline: bytes = {t.roofline_bytes}; flops = {t.roofline_flops}")

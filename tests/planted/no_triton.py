@@ -1,5 +1,4 @@
 """Planted: copies an input and launches nothing."""
-import torch
 
 
 def run(x, y, alpha):

@@ -88,10 +88,10 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
         return sorted(times)[len(times) // 2]
 
     n = 1 << 30  # 1 GiB each way
-    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    copy_ms = median_ms(lambda: dst.copy_(src))
-    del src, dst
+    buffers = [torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)]
+    buffers.append(torch.empty_like(buffers[0]))
+    copy_ms = median_ms(lambda: buffers[1].copy_(buffers[0]))
+    buffers.clear()
     m = 8192
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(m, m, device=device, dtype=torch.bfloat16, generator=gen)

@@ -7,7 +7,6 @@ import select
 import signal
 import subprocess
 import sys
-
 from pathlib import Path
 from typing import Any
 
