@@ -76,6 +76,7 @@ def test_inputs_are_random_and_seeded(task_id):
     assert len(a) == len(task.inputs)
     tensors = [(x, y, z) for x, y, z in zip(a, b, a2, strict=True) if isinstance(x, torch.Tensor)]
     assert all(torch.equal(x, z) for x, _, z in tensors), "same seed, different inputs"
-    assert any(not torch.equal(x, y) for x, y, _ in tensors if x.shape == y.shape), "two seeds, same inputs"
+    assert all(x.shape == y.shape for x, y, _ in tensors), "input shapes depend on the seed"
+    assert any(not torch.equal(x, y) for x, y, _ in tensors), "two seeds, same inputs"
     floats = [x for x, _, _ in tensors if x.is_floating_point()]
     assert all(bool((x != 0).any()) for x in floats), "an input is all zeros"

@@ -232,6 +232,10 @@ class Evaluation:
             if not self.checked_call(workload, wr, slot=i, expected_set=i):
                 return
         # Fresh inputs written over set 0 at the same addresses must give fresh outputs.
+        shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][0]]
+        if shapes != [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][sets]]:
+            raise InfraError(f"task {self.task.id}: make_inputs gives input shapes that depend on the seed "
+                             f"(workload {name}); shapes must depend on the workload only")
         self.cand.request(
             {"op": "put_inputs", "slot": slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets]),
              "in_place": True},

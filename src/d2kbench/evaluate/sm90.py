@@ -79,18 +79,24 @@ class CompileCapture:
                 values[name] = kwargs[name]
             elif param.has_default:
                 values[name] = param.default
-        signature, constexprs = {}, {}
-        for param, name in zip(fn.params, fn.arg_names, strict=True):
+        signature, constexprs, attrs = {}, {}, {}
+        for index, (param, name) in enumerate(zip(fn.params, fn.arg_names, strict=True)):
             value = values.get(name)
             if param.is_constexpr or value is None:
                 signature[name] = "constexpr"
                 constexprs[name] = value
-            else:
-                signature[name] = _arg_type(value)
+                continue
+            signature[name] = _arg_type(value)
+            # Mimic the launcher's specialisation: 16-byte-aligned pointers and multiples of 16
+            # are marked divisible, which is what lets loads vectorise and pipeline on the GPU.
+            aligned = value.data_ptr() % 16 == 0 if isinstance(value, torch.Tensor) else (
+                type(value) is int and value % 16 == 0 and not param.do_not_specialize)
+            if aligned:
+                attrs[(index,)] = [["tt.divisibility", 16]]
         report: dict[str, Any] = {"kernel": fn.__name__, "constexprs": {k: repr(v) for k, v in constexprs.items()},
                                   "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
         try:
-            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                       target=GPUTarget("cuda", self.arch, 32), options=options)
             md = compiled.metadata
             ptx = compiled.asm.get("ptx", "")
