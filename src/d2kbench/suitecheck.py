@@ -10,18 +10,12 @@ from pathlib import Path
 from d2kbench.evaluate.evaluator import EvalOptions, evaluate, resolve_device
 from d2kbench.evaluate.report import format_result
 from d2kbench.evaluate.result import EvalResult
-from d2kbench.suite import Task, load_suite
+from d2kbench.suite import Task, find_task, load_suite
 
 
 def _select(ids: list[str] | None) -> list[Task]:
-    tasks = load_suite()
-    if not ids:
-        return list(tasks)
-    by_id = {t.id: t for t in tasks}
-    missing = [i for i in ids if i not in by_id]
-    if missing:
-        raise KeyError(f"no task(s) {missing}; known: {sorted(by_id)}")
-    return [by_id[i] for i in ids]
+    """The named tasks (loading only those), or the whole suite."""
+    return [find_task(i) for i in ids] if ids else list(load_suite())
 
 
 def check_suite(ids: list[str] | None, device: str = "auto", out: Path | None = None, as_json: bool = False) -> int:
