@@ -80,7 +80,7 @@ def check(outputs, expected, inputs):
     names = ("sorted_token_ids", "expert_ids", "num_tokens_post_pad")
     if not isinstance(outputs, (tuple, list)) or len(outputs) != 3:
         return f"expected a tuple of 3 tensors {names}, got {type(outputs).__name__}"
-    for name, out, ref in zip(names, outputs, expected):
+    for name, out, ref in zip(names, outputs, expected, strict=True):
         if not isinstance(out, torch.Tensor):
             return f"{name}: expected a tensor, got {type(out).__name__}"
         if out.dtype != ref.dtype or tuple(out.shape) != tuple(ref.shape):
