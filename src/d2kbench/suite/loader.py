@@ -66,6 +66,12 @@ class _Fields:
             raise TaskFormatError(self.file, self._path(key), "a name of [a-z0-9_]+", value)
         return value
 
+    def identifier(self, key: str) -> str:
+        value = self.text(key)
+        if not value.isidentifier():
+            raise TaskFormatError(self.file, self._path(key), "a Python identifier", value)
+        return value
+
     def choice(self, key: str, options: tuple[str, ...], default: Any = _MISSING) -> str:
         value = self.get(key, str, f"one of {', '.join(options)}", default)
         if value not in options:
@@ -129,7 +135,7 @@ def _inputs(f: _Fields) -> tuple[InputSpec, ...]:
                 raise TaskFormatError(f.file, t._path("dtype"), f"'workload' or one of {', '.join(DTYPES)}", dtype)
         specs.append(
             InputSpec(
-                name=t.name("name"),
+                name=t.identifier("name"),
                 kind=kind,
                 dtype=dtype,
                 shape=t.text("shape", ""),
@@ -153,7 +159,7 @@ def _outputs(f: _Fields) -> tuple[OutputSpec, ...]:
             raise TaskFormatError(f.file, t._path("atol"), "atol and/or rtol for compare = 'allclose'")
         specs.append(
             OutputSpec(
-                name=t.name("name"),
+                name=t.identifier("name"),
                 dtype=dtype,
                 shape=t.text("shape", ""),
                 compare=compare,

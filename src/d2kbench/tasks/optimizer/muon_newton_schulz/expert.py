@@ -1,0 +1,405 @@
+"""Expert kernel: Muon's Newton-Schulz orthogonalisation (zeropower_via_newtonschulz5).
+
+Reference semantics, per matrix (wide orientation m <= n; a tall input is handled through its
+transposed view, no copy):
+    X0 = G / (||G||_F + eps)
+    five times:  A = X X^T;  B = b A + c A A;  X = a X + B X
+
+Design (see guidance.md):
+  * Each step is X_{k+1} = P_k X_k with P_k = a I + b A_k + c A_k^2, a polynomial in the m x m
+    Gram matrix A_k.  Hence A_{k+1} = P_k A_k P_k = P_k^2 A_k: the square state iterates on its
+    own, and a run of steps on the large rectangular matrix collapses into a product of small
+    square matrices Q = P_{j+s-1} ... P_j followed by ONE rectangular product X <- Q X.
+    When n is enough larger than m (a FLOP rule) the five steps run as two such segments (two
+    segments rather than one for numerics); near-square problems keep the step-by-step form
+    (segments of one step).
+  * Every square matrix of a segment is a polynomial in its first Gram matrix: all of them are
+    symmetric and commute, so every square product has a symmetric result.  The symmetric
+    kernel computes upper-triangle tiles only and mirrors each off-diagonal tile (diagonal tiles
+    written once); X X^T is the same kernel with the transposed view as right operand.
+  * The Frobenius norm is a Triton reduction (per-chunk partial sums); the 1/norm scale is folded
+    into the epilogues of the first kernels that read G (the Gram matrix gets 1/norm^2, the
+    first rectangular product 1/norm), so the normalised input is never materialised.
+  * All products accumulate in fp32 (tl.dot); the square state and the rectangular iterates are
+    stored in the workload dtype, as the reference stores its iterates.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# Keller Jordan's quintic coefficients (fixed by the task) and the norm guard of the reference.
+NS_A, NS_B, NS_C = 3.4445, -4.7750, 2.0315
+NS_STEPS = 5
+_NORM_EPS = tl.constexpr(1e-7)
+
+# Segment plans (steps per segment).  The composed plan materialises the rectangular matrix
+# once in between and rebuilds the Gram matrix from it: composing all five steps in one segment
+# loses the small singular directions in the low-precision square state when the spectrum is
+# spread (measured: errors up to two orders of magnitude above the reference's), while these
+# two segments stay well below the reference's error on every spectrum measured (guidance.md).
+COMPOSED_SEGMENTS = (2, 3)
+PLAIN_SEGMENTS = (1,) * NS_STEPS
+# The composed plan is used when its work is at most this fraction of the plain plan's: near
+# the break-even point its chain of small dependent launches is not worth it.
+COMPOSE_MAX_WORK_RATIO = 0.8
+
+# Launch configurations.  Production tiles are 128-row tiles (a wgmma M per warpgroup on sm_90);
+# tiny problems (the CPU interpreter tests) use small tiles so that every tiled axis still has
+# several programs and ragged tails.
+_CONFIG_LARGE = dict(
+    sym_block=128, sym_block_k=64, sym_group=8, sym_warps=8, sym_stages=3,
+    mm_block_m=128, mm_block_n=128, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=3,
+    norm_block=4096, norm_min_chunk=65536, norm_warps=8,
+)
+_CONFIG_TINY = dict(
+    sym_block=32, sym_block_k=32, sym_group=1, sym_warps=4, sym_stages=1,
+    mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
+    norm_block=256, norm_min_chunk=512, norm_warps=4,
+)
+_TINY_BELOW = 128          # m below this uses the tiny configuration
+_MAX_NORM_PARTIALS = 1024  # partial sums per matrix; consumers reduce them in one vector load
+
+
+# --------------------------------------------------------------------------------------------
+# Frobenius norm: partial sums of squares, one per (chunk, matrix).
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _sumsq_partials_kernel(
+    x_ptr, partials_ptr, numel, chunk, stride_xb, num_partials,
+    BLOCK: tl.constexpr,
+):
+    """partials[b, c] = sum of x^2 over elements [c*chunk, (c+1)*chunk) of matrix b (fp32).
+
+    Deterministic (no atomics): the consumers add the partials in a fixed order."""
+    cid = tl.program_id(0)
+    b = tl.program_id(1)
+    base = x_ptr + b.to(tl.int64) * stride_xb
+    start = cid * chunk
+    end = tl.minimum(start + chunk, numel)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(start, end, BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        x = tl.load(base + idx, mask=idx < end, other=0.0).to(tl.float32)
+        acc += x * x
+    tl.store(partials_ptr + b * num_partials + cid, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2: tl.constexpr):
+    """1 / (||G_b||_F + eps) from the partial sums of squares (the reference's normalisation)."""
+    idx = tl.arange(0, PARTIALS_POW2)
+    part = tl.load(partials_ptr + b * num_partials + idx, mask=idx < num_partials, other=0.0)
+    return 1.0 / (tl.sqrt(tl.sum(part, axis=0)) + _NORM_EPS)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared tile helpers.
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _tile_dot(
+    l_ptr, r_ptr, rows, cols, M, N, K,
+    stride_lm, stride_lk, stride_rk, stride_rn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """fp32 accumulator of L[rows, :] @ R[:, cols] for rows < M, cols < N.
+
+    Edges are masked (zero fill) rather than wrapped: the operand may be a transposed view, and
+    a masked contiguous range keeps its contiguity for the vectorised, pipelined async copies."""
+    offs_k = tl.arange(0, BLOCK_K)
+    l_ptrs = l_ptr + rows[:, None] * stride_lm + offs_k[None, :] * stride_lk
+    r_ptrs = r_ptr + offs_k[:, None] * stride_rk + cols[None, :] * stride_rn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        lhs = tl.load(l_ptrs, mask=(rows[:, None] < M) & (offs_k[None, :] < K - k0), other=0.0)
+        r = tl.load(r_ptrs, mask=(offs_k[:, None] < K - k0) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(lhs, r, acc, input_precision=DOT_PRECISION)
+        l_ptrs += BLOCK_K * stride_lk
+        r_ptrs += BLOCK_K * stride_rk
+    return acc
+
+
+@triton.jit
+def _epilogue(
+    acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
+    HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+):
+    """scale * acc + beta * D + gamma * I, in fp32 (the polynomial P = c A^2 + b A + a I is
+    formed here, never as separate elementwise passes)."""
+    out = acc * scale
+    if HAS_D:
+        d_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        d = tl.load(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :] * stride_dn,
+                    mask=d_mask, other=0.0)
+        out += beta * d.to(tl.float32)
+    if HAS_IDENTITY:
+        out += tl.where(offs_m[:, None] == offs_n[None, :], gamma, 0.0)
+    return out
+
+
+@triton.jit
+def _upper_tile(pid, num_tiles, GROUP: tl.constexpr):
+    """Map a program id onto an upper-triangle tile (ti <= tj) of a num_tiles^2 tile grid.
+
+    Tile rows are taken GROUP at a time; a group covers its rows and the columns from its first
+    row to the end, column by column, so concurrently running programs share a few row panels
+    and a few column panels (L2 reuse).  Only the GROUP x GROUP diagonal block of a group holds
+    tiles below the diagonal; the caller skips those (ti > tj)."""
+    first = pid * 0
+    start = pid * 0
+    rows = tl.minimum(num_tiles, GROUP)
+    size = rows * num_tiles
+    while pid >= start + size:
+        start += size
+        first += GROUP
+        rows = tl.minimum(num_tiles - first, GROUP)
+        size = rows * (num_tiles - first)
+    local = pid - start
+    return first + local % rows, first + local // rows
+
+
+# --------------------------------------------------------------------------------------------
+# Symmetric product: C = scale * L @ R + beta * D + gamma * I, with a symmetric result.
+# Used for X X^T (R = the transposed view of L) and for every square product of the state.
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _sym_gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, partials_ptr,
+    M, K, num_partials,
+    stride_lb, stride_lm, stride_lk,
+    stride_rb, stride_rk, stride_rn,
+    stride_db, stride_dm, stride_dn,
+    stride_cb, stride_cm, stride_cn,
+    alpha, beta, gamma,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
+    ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK), GROUP)
+    if ti > tj:
+        return
+
+    l_ptr += b.to(tl.int64) * stride_lb
+    r_ptr += b.to(tl.int64) * stride_rb
+    d_ptr += b.to(tl.int64) * stride_db
+    c_ptr += b.to(tl.int64) * stride_cb
+
+    offs_i = ti * BLOCK + tl.arange(0, BLOCK)
+    offs_j = tj * BLOCK + tl.arange(0, BLOCK)
+    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
+                    BLOCK, BLOCK, BLOCK_K, DOT_PRECISION)
+
+    scale = alpha
+    if NORM_POWER > 0:
+        inv = _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2)
+        scale = scale * inv
+        if NORM_POWER > 1:
+            scale = scale * inv
+    out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
+                    HAS_D, HAS_IDENTITY).to(c_ptr.dtype.element_ty)
+
+    mask = (offs_i[:, None] < M) & (offs_j[None, :] < M)
+    tl.store(c_ptr + offs_i[:, None] * stride_cm + offs_j[None, :] * stride_cn, out, mask=mask)
+    if ti != tj:
+        # mirror: the same values, transposed, into the lower-triangle tile (tj, ti)
+        mask_t = (offs_j[:, None] < M) & (offs_i[None, :] < M)
+        tl.store(c_ptr + offs_j[:, None] * stride_cm + offs_i[None, :] * stride_cn,
+                 tl.trans(out), mask=mask_t)
+
+
+# --------------------------------------------------------------------------------------------
+# General product: C = scale * L @ R + beta * D + gamma * I (rectangular output).
+# Used for the rectangular updates X_new = Q X.
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, partials_ptr,
+    M, N, K, num_partials,
+    stride_lb, stride_lm, stride_lk,
+    stride_rb, stride_rk, stride_rn,
+    stride_db, stride_dm, stride_dn,
+    stride_cb, stride_cm, stride_cn,
+    alpha, beta, gamma,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    b = tl.program_id(1)
+    # grouped ordering: GROUP_M row tiles sweep the column tiles together, so the column
+    # panels of R are reused from L2 by GROUP_M programs and the row panels of L stay resident
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_n
+    first_m = (pid // width) * GROUP_M
+    rows = tl.minimum(num_m - first_m, GROUP_M)
+    tm = first_m + (pid % width) % rows
+    tn = (pid % width) // rows
+
+    l_ptr += b.to(tl.int64) * stride_lb
+    r_ptr += b.to(tl.int64) * stride_rb
+    d_ptr += b.to(tl.int64) * stride_db
+    c_ptr += b.to(tl.int64) * stride_cb
+
+    offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = _tile_dot(l_ptr, r_ptr, offs_m, offs_n, M, N, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
+                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION)
+
+    scale = alpha
+    if NORM_POWER > 0:
+        inv = _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2)
+        scale = scale * inv
+        if NORM_POWER > 1:
+            scale = scale * inv
+    out = _epilogue(acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
+                    HAS_D, HAS_IDENTITY).to(c_ptr.dtype.element_ty)
+    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask)
+
+
+# --------------------------------------------------------------------------------------------
+# Launcher.
+# --------------------------------------------------------------------------------------------
+def _num_upper_programs(num_tiles, group):
+    """Programs of _upper_tile's grid: each group of tile rows times its columns."""
+    total = 0
+    for first in range(0, num_tiles, group):
+        total += min(group, num_tiles - first) * (num_tiles - first)
+    return total
+
+
+def _plan_flops(m, n, segments):
+    """FLOPs per matrix of a segment plan, a symmetric product counted at half (one triangle).
+
+    Per segment of `steps` steps: the Gram matrix X X^T (m^2 n), the square products (m^3 each:
+    P in every step; in all but the last step the state update A' = P (P A), two products; in all
+    but the first Q = P Q), and the rectangular product Q X (2 m^2 n)."""
+    return sum(3 * m * m * n + (steps + 3 * (steps - 1)) * m ** 3 for steps in segments)
+
+
+def _segment_plan(m, n):
+    composed = _plan_flops(m, n, COMPOSED_SEGMENTS)
+    plain = _plan_flops(m, n, PLAIN_SEGMENTS)
+    return COMPOSED_SEGMENTS if composed <= COMPOSE_MAX_WORK_RATIO * plain else PLAIN_SEGMENTS
+
+
+class _Launcher:
+    def __init__(self, x_dtype, batch, m, cfg, partials, num_partials):
+        self.cfg = cfg
+        self.batch = batch
+        self.m = m
+        self.partials = partials
+        self.num_partials = num_partials
+        self.partials_pow2 = triton.next_power_of_2(num_partials)
+        # fp32 problems keep full fp32 products (tf32 would be far less accurate than the
+        # fp32 reference); half-precision inputs run on bf16/fp16 tensor cores
+        self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
+
+    def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, gamma=0.0, norm_power=0):
+        """out = alpha * norm^-p * left @ right + beta * d + gamma * I (result known symmetric)."""
+        cfg, m = self.cfg, self.m
+        dd = out if d is None else d
+        nt = triton.cdiv(m, cfg["sym_block"])
+        grid = (_num_upper_programs(nt, cfg["sym_group"]), self.batch)
+        _sym_gemm_kernel[grid](
+            left, right, dd, out, self.partials,
+            m, left.shape[2], self.num_partials,
+            *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
+            alpha, beta, gamma,
+            NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY=gamma != 0.0,
+            BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
+            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+            num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
+        )
+        return out
+
+    def gemm(self, left, right, out, alpha=1.0, norm_power=0):
+        """out = alpha * norm^-p * left @ right (the rectangular update)."""
+        cfg = self.cfg
+        M, N, K = out.shape[1], out.shape[2], left.shape[2]
+        grid = (triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]), self.batch)
+        _gemm_kernel[grid](
+            left, right, out, out, self.partials,
+            M, N, K, self.num_partials,
+            *left.stride(), *right.stride(), *out.stride(), *out.stride(),
+            alpha, 0.0, 0.0,
+            NORM_POWER=norm_power, HAS_D=False, HAS_IDENTITY=False,
+            BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
+            GROUP_M=cfg["mm_group"],
+            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+            num_warps=cfg["mm_warps"], num_stages=cfg["mm_stages"],
+        )
+        return out
+
+
+def run(G):
+    batched = G.dim() == 3
+    g = (G if batched else G.unsqueeze(0)).contiguous()
+    batch, rows, cols = g.shape
+    out = torch.empty_like(g)
+
+    # Work on the wide orientation (m <= n) through views: the transposed problem reads G and
+    # writes the output with swapped strides, no transposed copy is made.
+    transposed = rows > cols
+    x0 = g.transpose(1, 2) if transposed else g
+    x_out = out.transpose(1, 2) if transposed else out
+    m, n = x0.shape[1], x0.shape[2]
+    cfg = _CONFIG_TINY if m < _TINY_BELOW else _CONFIG_LARGE
+
+    # ---- Frobenius norm (partials; reduced by the first consumers) ----
+    numel = rows * cols
+    block = cfg["norm_block"]
+    chunk = max(cfg["norm_min_chunk"], triton.cdiv(numel, _MAX_NORM_PARTIALS))
+    chunk = triton.cdiv(chunk, block) * block
+    num_partials = triton.cdiv(numel, chunk)
+    partials = torch.empty((batch, num_partials), device=g.device, dtype=torch.float32)
+    _sumsq_partials_kernel[(num_partials, batch)](
+        g, partials, numel, chunk, g.stride(0), num_partials,
+        BLOCK=block, num_warps=cfg["norm_warps"],
+    )
+
+    launch = _Launcher(g.dtype, batch, m, cfg, partials, num_partials)
+    # Square state, in the workload dtype (the composed form's measured error with this storage
+    # is below the reference's; see guidance): the Gram/state matrix, a temporary, and three
+    # rotating buffers for P and the running product Q.
+    square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
+    state, tmp, free = square[0], square[1], [square[2], square[3], square[4]]
+
+    segments = _segment_plan(m, n)
+    if len(segments) > 1:
+        rect = [torch.empty((batch, m, n), device=g.device, dtype=g.dtype) for _ in range(2)]
+    x = x0
+    for seg, steps in enumerate(segments):
+        first, last = seg == 0, seg == len(segments) - 1
+        # A_0 = X X^T (times 1/norm^2 when X is the raw input)
+        launch.sym(x, x.transpose(1, 2), state, norm_power=2 if first else 0)
+        q = None
+        for k in range(steps):
+            # P_k = c A_k^2 + b A_k + a I: one symmetric product, the polynomial in its epilogue
+            p = free.pop()
+            launch.sym(state, state, p, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)
+            if k < steps - 1:
+                # A_{k+1} = P_k (P_k A_k): two symmetric products (all factors commute)
+                launch.sym(p, state, tmp)
+                launch.sym(p, tmp, state)
+            if q is None:
+                q = p
+            else:
+                # Q <- P_k Q
+                q_next = free.pop()
+                launch.sym(p, q, q_next)
+                free += [p, q]
+                q = q_next
+        # X <- Q X (times 1/norm when X is the raw input); the last segment writes the output
+        dst = x_out if last else rect[seg % 2]
+        launch.gemm(q, x, dst, norm_power=1 if first else 0)
+        free.append(q)
+        x = dst
+
+    return out if batched else out[0]
