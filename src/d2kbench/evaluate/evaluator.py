@@ -453,13 +453,17 @@ class Evaluation:
         except WorkerFault as exc:
             self.result.add(Failure("infra", "worker_start_failed", str(exc)))
         finally:
-            for w in (self.cand, self.trusted):
-                if w is not None:
-                    w.close()
-            shutil.rmtree(self.spool, ignore_errors=True)
-            shutil.rmtree(self.work, ignore_errors=True)
+            self.close()
             self.result.elapsed_s = round(time.perf_counter() - started, 3)
         return self.result
+
+    def close(self) -> None:
+        """Stop both workers and remove the spool and scratch folders."""
+        for worker in (self.cand, self.trusted):
+            if worker is not None:
+                worker.close()
+        shutil.rmtree(self.spool, ignore_errors=True)
+        shutil.rmtree(self.work, ignore_errors=True)
 
     def _run(self) -> None:
         workloads = select_workloads(self.task, self.options, self.gpu)
@@ -549,11 +553,7 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
         ev.cand.request({"op": "put_inputs", "slot": 0, "inputs": reply["inputs"]}, ev.options.call_timeout_s)
         return ev.cand.request({"op": "compile", "slot": 0, "arch": arch}, ev.options.load_timeout_s)["kernels"]
     finally:
-        for worker in (ev.cand, ev.trusted):
-            if worker is not None:
-                worker.close()
-        shutil.rmtree(ev.spool, ignore_errors=True)
-        shutil.rmtree(ev.work, ignore_errors=True)
+        ev.close()
 
 
 def evaluate(task: Task, candidate: Path | str, options: EvalOptions | None = None) -> EvalResult:
