@@ -8,11 +8,14 @@ transposed view, no copy):
 Design (see guidance.md):
   * Each step is X_{k+1} = P_k X_k with P_k = a I + b A_k + c A_k^2, a polynomial in the m x m
     Gram matrix A_k.  Hence A_{k+1} = P_k A_k P_k = P_k^2 A_k: the square state iterates on its
-    own, and a run of steps on the large rectangular matrix collapses into a product of small
-    square matrices Q = P_{j+s-1} ... P_j followed by ONE rectangular product X <- Q X.
-    When n is enough larger than m (a FLOP rule) the five steps run as two such segments (two
-    segments rather than one for numerics); near-square problems keep the step-by-step form
-    (segments of one step).
+    own, and a run ("segment") of steps on the large rectangular matrix collapses into a product
+    of small square matrices Q = P_{j+s-1} ... P_j followed by ONE rectangular product X <- Q X.
+    When n is enough larger than m (a FLOP rule) the five steps run as two segments, three steps
+    then two (not one segment of five: numerics); near-square problems keep the step-by-step
+    form (segments of one step, which is exactly the reference's a X + B X).
+  * P is never stored: only R = P - a I = b A + c A^2 is, and every product P Z is formed as
+    a Z + R Z with the a Z term added in the fp32 epilogue.  Rounding P's large identity part
+    to bf16 would destroy the small singular directions of a spread spectrum.
   * Every square matrix of a segment is a polynomial in its first Gram matrix: all of them are
     symmetric and commute, so every square product has a symmetric result.  The symmetric
     kernel computes upper-triangle tiles only and mirrors each off-diagonal tile (diagonal tiles
@@ -21,7 +24,7 @@ Design (see guidance.md):
     into the epilogues of the first kernels that read G (the Gram matrix gets 1/norm^2, the
     first rectangular product 1/norm), so the normalised input is never materialised.
   * All products accumulate in fp32 (tl.dot); the square state and the rectangular iterates are
-    stored in the workload dtype, as the reference stores its iterates.
+    stored in the workload dtype (measured: error a quarter to a half of the reference's).
 """
 
 import torch
@@ -36,9 +39,9 @@ _NORM_EPS = tl.constexpr(1e-7)
 # Segment plans (steps per segment).  The composed plan materialises the rectangular matrix
 # once in between and rebuilds the Gram matrix from it: composing all five steps in one segment
 # loses the small singular directions in the low-precision square state when the spectrum is
-# spread (measured: errors up to two orders of magnitude above the reference's), while these
-# two segments stay well below the reference's error on every spectrum measured (guidance.md).
-COMPOSED_SEGMENTS = (2, 3)
+# spread (measured: errors 10x to 1000x+ the reference's).  The longer segment goes first: errors
+# of early steps are partly corrected by the later ones, those of the last segment are not.
+COMPOSED_SEGMENTS = (3, 2)
 PLAIN_SEGMENTS = (1,) * NS_STEPS
 # The composed plan is used when its work is at most this fraction of the plain plan's: near
 # the break-even point its chain of small dependent launches is not worth it.
@@ -53,7 +56,7 @@ _CONFIG_LARGE = dict(
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
-    sym_block=32, sym_block_k=32, sym_group=1, sym_warps=4, sym_stages=1,
+    sym_block=32, sym_block_k=64, sym_group=1, sym_warps=4, sym_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
@@ -110,11 +113,13 @@ def _tile_dot(
     offs_k = tl.arange(0, BLOCK_K)
     l_ptrs = l_ptr + rows[:, None] * stride_lm + offs_k[None, :] * stride_lk
     r_ptrs = r_ptr + offs_k[:, None] * stride_rk + cols[None, :] * stride_rn
+    row_ok = rows[:, None] < M
+    col_ok = cols[None, :] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
-        lhs = tl.load(l_ptrs, mask=(rows[:, None] < M) & (offs_k[None, :] < K - k0), other=0.0)
-        r = tl.load(r_ptrs, mask=(offs_k[:, None] < K - k0) & (cols[None, :] < N), other=0.0)
-        acc = tl.dot(lhs, r, acc, input_precision=DOT_PRECISION)
+        lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < K - k0), other=0.0)
+        rhs = tl.load(r_ptrs, mask=(offs_k[:, None] < K - k0) & col_ok, other=0.0)
+        acc = tl.dot(lhs, rhs, acc, input_precision=DOT_PRECISION)
         l_ptrs += BLOCK_K * stride_lk
         r_ptrs += BLOCK_K * stride_rk
     return acc
@@ -122,20 +127,44 @@ def _tile_dot(
 
 @triton.jit
 def _epilogue(
-    acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
-    HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+    acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
+    HAS_D: tl.constexpr,
 ):
-    """scale * acc + beta * D + gamma * I, in fp32 (the polynomial P = c A^2 + b A + a I is
-    formed here, never as separate elementwise passes)."""
-    out = acc * scale
+    """scale * (alpha * acc + beta * D), in fp32 registers before the cast to the storage type.
+
+    With D the right operand this forms every product with P = a I + R as a M + R M: the large
+    identity part of P is applied here in fp32 and is never rounded into a stored matrix."""
+    out = acc * alpha
     if HAS_D:
         d_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
         d = tl.load(d_ptr + offs_m[:, None] * stride_dm + offs_n[None, :] * stride_dn,
                     mask=d_mask, other=0.0)
         out += beta * d.to(tl.float32)
-    if HAS_IDENTITY:
-        out += tl.where(offs_m[:, None] == offs_n[None, :], gamma, 0.0)
-    return out
+    return out * scale
+
+
+@triton.jit
+def _norm_scale(partials_ptr, b, num_partials, NORM_POWER: tl.constexpr,
+                PARTIALS_POW2: tl.constexpr):
+    """(1 / norm)^NORM_POWER for matrix b (1 when the operand is not the raw input)."""
+    scale = 1.0
+    if NORM_POWER > 0:
+        inv = _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2)
+        scale = inv
+        if NORM_POWER > 1:
+            scale = inv * inv
+    return scale
+
+
+@triton.jit
+def _store_mirrored(c_ptr, tile, offs_i, offs_j, M, stride_cm, stride_cn, OFF_DIAGONAL):
+    """Store a tile of a symmetric matrix at (i, j) and, off the diagonal, transposed at (j, i)."""
+    mask = (offs_i[:, None] < M) & (offs_j[None, :] < M)
+    tl.store(c_ptr + offs_i[:, None] * stride_cm + offs_j[None, :] * stride_cn, tile, mask=mask)
+    if OFF_DIAGONAL:
+        mask_t = (offs_j[:, None] < M) & (offs_i[None, :] < M)
+        tl.store(c_ptr + offs_j[:, None] * stride_cm + offs_i[None, :] * stride_cn,
+                 tl.trans(tile), mask=mask_t)
 
 
 @triton.jit
@@ -160,19 +189,20 @@ def _upper_tile(pid, num_tiles, GROUP: tl.constexpr):
 
 
 # --------------------------------------------------------------------------------------------
-# Symmetric product: C = scale * L @ R + beta * D + gamma * I, with a symmetric result.
-# Used for X X^T (R = the transposed view of L) and for every square product of the state.
+# Symmetric product: C = norm^-p * (alpha * L @ R + beta * D), with a symmetric result;
+# optionally also C2 = C + gamma * I.  Used for X X^T (R = the transposed view of L) and for
+# every square product of the state (all its matrices commute, so every product is symmetric).
 # --------------------------------------------------------------------------------------------
 @triton.jit
 def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, partials_ptr,
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
     M, K, num_partials,
     stride_lb, stride_lm, stride_lk,
     stride_rb, stride_rk, stride_rn,
     stride_db, stride_dm, stride_dn,
     stride_cb, stride_cm, stride_cn,
     alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
@@ -186,34 +216,28 @@ def _sym_gemm_kernel(
     r_ptr += b.to(tl.int64) * stride_rb
     d_ptr += b.to(tl.int64) * stride_db
     c_ptr += b.to(tl.int64) * stride_cb
+    c2_ptr += b.to(tl.int64) * stride_cb
 
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK + tl.arange(0, BLOCK)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
                     stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK, BLOCK, BLOCK_K, DOT_PRECISION)
-
-    scale = alpha
-    if NORM_POWER > 0:
-        inv = _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2)
-        scale = scale * inv
-        if NORM_POWER > 1:
-            scale = scale * inv
-    out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
-                    HAS_D, HAS_IDENTITY).to(c_ptr.dtype.element_ty)
-
-    mask = (offs_i[:, None] < M) & (offs_j[None, :] < M)
-    tl.store(c_ptr + offs_i[:, None] * stride_cm + offs_j[None, :] * stride_cn, out, mask=mask)
-    if ti != tj:
-        # mirror: the same values, transposed, into the lower-triangle tile (tj, ti)
-        mask_t = (offs_j[:, None] < M) & (offs_i[None, :] < M)
-        tl.store(c_ptr + offs_j[:, None] * stride_cm + offs_i[None, :] * stride_cn,
-                 tl.trans(out), mask=mask_t)
+    scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
+    out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
+                    HAS_D)
+    _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, M,
+                    stride_cm, stride_cn, ti != tj)
+    if HAS_IDENTITY_OUT:
+        # the first factor of a composed run, P_0 = a I + R_0, starts the running product Q
+        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
+        _store_mirrored(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, M,
+                        stride_cm, stride_cn, ti != tj)
 
 
 # --------------------------------------------------------------------------------------------
-# General product: C = scale * L @ R + beta * D + gamma * I (rectangular output).
-# Used for the rectangular updates X_new = Q X.
+# General product: C = norm^-p * (alpha * L @ R + beta * D) (rectangular output).
+# Used for the rectangular updates X <- Q X and X <- a X + R X.
 # --------------------------------------------------------------------------------------------
 @triton.jit
 def _gemm_kernel(
@@ -223,8 +247,8 @@ def _gemm_kernel(
     stride_rb, stride_rk, stride_rn,
     stride_db, stride_dm, stride_dn,
     stride_cb, stride_cm, stride_cn,
-    alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY: tl.constexpr,
+    alpha, beta,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
@@ -250,15 +274,9 @@ def _gemm_kernel(
     acc = _tile_dot(l_ptr, r_ptr, offs_m, offs_n, M, N, K,
                     stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION)
-
-    scale = alpha
-    if NORM_POWER > 0:
-        inv = _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2)
-        scale = scale * inv
-        if NORM_POWER > 1:
-            scale = scale * inv
-    out = _epilogue(acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, beta, gamma,
-                    HAS_D, HAS_IDENTITY).to(c_ptr.dtype.element_ty)
+    scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
+    out = _epilogue(acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
+                    HAS_D).to(c_ptr.dtype.element_ty)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask)
 
@@ -301,41 +319,43 @@ class _Launcher:
         # fp32 reference); half-precision inputs run on bf16/fp16 tensor cores
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
 
-    def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, gamma=0.0, norm_power=0):
-        """out = alpha * norm^-p * left @ right + beta * d + gamma * I (result known symmetric)."""
+    def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
+            identity_out=None, gamma=0.0):
+        """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric;
+        identity_out (optional) = out + gamma I."""
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
+        out2 = out if identity_out is None else identity_out
         nt = triton.cdiv(m, cfg["sym_block"])
         grid = (_num_upper_programs(nt, cfg["sym_group"]), self.batch)
         _sym_gemm_kernel[grid](
-            left, right, dd, out, self.partials,
+            left, right, dd, out, out2, self.partials,
             m, left.shape[2], self.num_partials,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
-            NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY=gamma != 0.0,
+            NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
         )
-        return out
 
-    def gemm(self, left, right, out, alpha=1.0, norm_power=0):
-        """out = alpha * norm^-p * left @ right (the rectangular update)."""
+    def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
+        """out = norm^-p (alpha left @ right + beta d): the rectangular update."""
         cfg = self.cfg
         M, N, K = out.shape[1], out.shape[2], left.shape[2]
+        dd = out if d is None else d
         grid = (triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]), self.batch)
         _gemm_kernel[grid](
-            left, right, out, out, self.partials,
+            left, right, dd, out, self.partials,
             M, N, K, self.num_partials,
-            *left.stride(), *right.stride(), *out.stride(), *out.stride(),
-            alpha, 0.0, 0.0,
-            NORM_POWER=norm_power, HAS_D=False, HAS_IDENTITY=False,
+            *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
+            alpha, beta,
+            NORM_POWER=norm_power, HAS_D=d is not None,
             BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
             GROUP_M=cfg["mm_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["mm_warps"], num_stages=cfg["mm_stages"],
         )
-        return out
 
 
 def run(G):
@@ -352,7 +372,7 @@ def run(G):
     m, n = x0.shape[1], x0.shape[2]
     cfg = _CONFIG_TINY if m < _TINY_BELOW else _CONFIG_LARGE
 
-    # ---- Frobenius norm (partials; reduced by the first consumers) ----
+    # ---- Frobenius norm: partial sums, reduced by the first kernels that read G ----
     numel = rows * cols
     block = cfg["norm_block"]
     chunk = max(cfg["norm_min_chunk"], triton.cdiv(numel, _MAX_NORM_PARTIALS))
@@ -365,9 +385,8 @@ def run(G):
     )
 
     launch = _Launcher(g.dtype, batch, m, cfg, partials, num_partials)
-    # Square state, in the workload dtype (the composed form's measured error with this storage
-    # is below the reference's; see guidance): the Gram/state matrix, a temporary, and three
-    # rotating buffers for P and the running product Q.
+    # Square state, stored in the workload dtype (fp32 accumulation): the Gram/state matrix A, a
+    # temporary for P A, and three rotating buffers for R = P - a I and the running product Q.
     square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
     state, tmp, free = square[0], square[1], [square[2], square[3], square[4]]
 
@@ -377,29 +396,38 @@ def run(G):
     x = x0
     for seg, steps in enumerate(segments):
         first, last = seg == 0, seg == len(segments) - 1
-        # A_0 = X X^T (times 1/norm^2 when X is the raw input)
-        launch.sym(x, x.transpose(1, 2), state, norm_power=2 if first else 0)
+        norm_power = 1 if first else 0  # X is the raw input in the first run: scale by 1/norm
+        # A = X X^T (1/norm^2 on the raw input)
+        launch.sym(x, x.transpose(1, 2), state, norm_power=2 * norm_power)
         q = None
         for k in range(steps):
-            # P_k = c A_k^2 + b A_k + a I: one symmetric product, the polynomial in its epilogue
-            p = free.pop()
-            launch.sym(state, state, p, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)
+            # R_k = c A^2 + b A (= P_k - a I): one symmetric product, polynomial in the epilogue.
+            # A composed run also writes P_0 = a I + R_0 as the start of Q.
+            r = free.pop()
+            if steps > 1 and k == 0:
+                q = free.pop()
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B,
+                       identity_out=q if k == 0 else None, gamma=NS_A)
             if k < steps - 1:
-                # A_{k+1} = P_k (P_k A_k): two symmetric products (all factors commute)
-                launch.sym(p, state, tmp)
-                launch.sym(p, tmp, state)
-            if q is None:
-                q = p
-            else:
-                # Q <- P_k Q
+                # A <- P (P A), every product with P as a M + R M (a M added in fp32)
+                launch.sym(r, state, tmp, d=state, beta=NS_A)
+                launch.sym(r, tmp, state, d=tmp, beta=NS_A)
+            if k > 0:
+                # Q <- P Q = a Q + R Q
                 q_next = free.pop()
-                launch.sym(p, q, q_next)
-                free += [p, q]
+                launch.sym(r, q, q_next, d=q, beta=NS_A)
+                free.append(q)
                 q = q_next
-        # X <- Q X (times 1/norm when X is the raw input); the last segment writes the output
+            if steps > 1:
+                free.append(r)
+        # one rectangular product per run; the last run writes the output
         dst = x_out if last else rect[seg % 2]
-        launch.gemm(q, x, dst, norm_power=1 if first else 0)
-        free.append(q)
+        if steps == 1:
+            launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)  # a X + R X
+            free.append(r)
+        else:
+            launch.gemm(q, x, dst, norm_power=norm_power)  # Q X
+            free.append(q)
         x = dst
 
     return out if batched else out[0]
