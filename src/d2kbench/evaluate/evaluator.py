@@ -40,6 +40,7 @@ class EvalOptions:
     include_hidden: bool = False  # the final evaluation adds the hidden workloads (correctness only)
     time: bool = True  # GPU only
     comparator: bool = False  # also time the task's comparator
+    expert: bool = True  # also time the expert (the agent's benchmark tool turns this off)
     seed: int | None = None  # default: a fresh secret per evaluation
     device: str = "auto"
     load_timeout_s: float = 300.0
@@ -126,7 +127,7 @@ class Evaluation:
         self.trusted = spawned or self.spawn("trusted")
         self.trusted.request(
             {"op": "load", "task_path": str(self.task.path), "written": list(self.task.written_inputs),
-             "upcast": self.task.oracle_upcast, "load_expert": self.gpu and self.options.time},
+             "upcast": self.task.oracle_upcast, "load_expert": self.gpu and self.options.time and self.options.expert},
             self.options.load_timeout_s,
         )
 
@@ -356,7 +357,9 @@ class Evaluation:
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
         slots = [slot_id(name, i) for i in range(self.task.correctness_sets)]
-        fns = [("reference", self.trusted), ("candidate", self.cand), ("expert", self.trusted)]
+        fns = [("reference", self.trusted), ("candidate", self.cand)]
+        if self.options.expert:
+            fns.append(("expert", self.trusted))
         if self.options.comparator:
             fns.append(("comparator", self.trusted))
         samples: dict[str, list[float]] = {f: [] for f, _ in fns}
@@ -428,7 +431,8 @@ class Evaluation:
         cand = t["candidate"]
         wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
         wr.speedup = t["reference"] / cand
-        wr.fraction_of_expert = t["expert"] / cand
+        if "expert" in t:
+            wr.fraction_of_expert = t["expert"] / cand
         if "comparator" in t:
             wr.speedup_vs_comparator = t["comparator"] / cand
         wr.achieved_tbps = wr.bytes / (cand * 1e-3) / 1e12
