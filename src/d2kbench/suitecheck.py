@@ -74,7 +74,7 @@ def bench_suite(ids: list[str] | None, device: str = "auto", out: Path | None = 
 def _bench_markdown(summary: dict) -> str:
     env = summary["environment"]
     head = (f"# suite bench, {env.get('gpu', '?')}, torch {env.get('torch')}, triton {env.get('triton')}, "
-            f"{summary['date']}\n\nTimes are medians in microseconds (CUDA graph replay where the task is "
+            f"{summary['date']}\n\nTimes are medians in microseconds (CUDA graph replay where the workload is "
             "latency-bound). Speedups are over the plain-PyTorch reference.\n\n")
     rows = ["| task | workload | reference | comparator | expert | expert speedup | comparator speedup | "
             "expert vs comparator | TB/s | TFLOP/s | SOL |", "|---|---|---|---|---|---|---|---|---|---|---|"]

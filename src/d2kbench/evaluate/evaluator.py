@@ -8,6 +8,7 @@ lock, and owns every verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -375,7 +376,7 @@ class Evaluation:
                     reps[fn] = max(5, min(200, int(self.options.batch_ms / max(statistics.median(times), 1e-3))))
                 else:
                     samples[fn] += times
-                if self.task.latency_bound and rnd > 0:
+                if workload.latency_bound and rnd > 0:
                     gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True, validate=False)
                     if gtimes:
                         graph_samples[fn] += gtimes
@@ -426,7 +427,7 @@ class Evaluation:
         return times
 
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
-        t = {fn: tm.graph_median_ms if self.task.latency_bound and tm.graph_median_ms else tm.median_ms
+        t = {fn: tm.graph_median_ms if workload.latency_bound and tm.graph_median_ms else tm.median_ms
              for fn, tm in wr.timings.items()}
         cand = t["candidate"]
         wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
@@ -545,7 +546,7 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
     """
     w = task.workload(workload) if workload else task.split("cpu")[0]
     if dtype:
-        w = Workload(w.name, w.split, dtype, w.params, w.note)
+        w = dataclasses.replace(w, dtype=dtype)
     ev = Evaluation(task, Path(candidate), EvalOptions(device="cpu", time=False))
     ev.env.pop("TRITON_INTERPRET", None)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, integrity
+from d2kbench.evaluate import channel, integrity, interp_fp8
 
 _CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
 
@@ -276,6 +276,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(args.device))
+    elif os.environ.get("TRITON_INTERPRET") == "1":
+        interp_fp8.install()  # the interpreter's own fp8 casts misround; make them round like the GPU
     serve(args.role, args.fd_in, args.fd_out, args.spool, args.device)
 
 

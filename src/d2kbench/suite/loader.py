@@ -176,7 +176,8 @@ def _outputs(f: _Fields) -> tuple[OutputSpec, ...]:
     return tuple(specs)
 
 
-def _workloads(f: _Fields) -> tuple[Workload, ...]:
+def _workloads(f: _Fields, latency_bound: bool) -> tuple[Workload, ...]:
+    """The workloads; each is latency-bound if it says so, else if the task says so."""
     workloads = []
     for t in f.tables("workloads"):
         w = Workload(
@@ -185,6 +186,7 @@ def _workloads(f: _Fields) -> tuple[Workload, ...]:
             dtype=t.choice("dtype", DTYPES),
             params=dict(t.get("params", dict, "a table of parameters")),
             note=t.text("note", ""),
+            latency_bound=t.flag("latency_bound", latency_bound),
         )
         for key, value in w.params.items():
             if not isinstance(value, (int, float, bool, str)):
@@ -284,7 +286,8 @@ def load_task(path: Path | str) -> Task:
             raise TaskFormatError(
                 toml_file, f"inputs[{i}].written", f"an [[outputs]] entry named {spec.name!r} for its tolerances"
             )
-    workloads = _workloads(f)
+    latency_bound = f.flag("latency_bound")
+    workloads = _workloads(f, latency_bound)
     roof_bytes, roof_flops = _roofline(f)
     for file in ("reference.py", "expert.py"):
         if not (path / file).is_file():
@@ -294,7 +297,7 @@ def load_task(path: Path | str) -> Task:
         family=family,
         title=f.text("title"),
         bound=f.choice("bound", BOUNDS),
-        latency_bound=f.flag("latency_bound"),
+        latency_bound=latency_bound,
         description=f.text("description"),
         signature=f.text("signature"),
         reference_note=f.text("reference_note", ""),

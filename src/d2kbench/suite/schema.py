@@ -48,6 +48,7 @@ class Workload:
     dtype: str
     params: dict[str, int | float | bool | str]
     note: str = ""
+    latency_bound: bool = False  # timed by CUDA graph replay too, and that time is scored
 
 
 @dataclass(frozen=True)

@@ -45,30 +45,6 @@ _SM_COUNT = {}
 
 
 @triton.jit
-def _round_to_e4m3_grid(y):
-    """Round fp32 values in [-448, 448] to the nearest e4m3fn value, ties to even (as fp32).
-
-    Used only under the CPU interpreter, whose float8 conversion rounds incorrectly
-    (no carry into the exponent, ties away from zero). After this the cast to e4m3
-    is exact on any back end. On the GPU the hardware conversion (cvt.rn.satfinite)
-    already rounds this way and this function is compiled out.
-    """
-    bits = y.to(tl.int32, bitcast=True)
-    mag_bits = bits & 0x7FFFFFFF
-    # Normal e4m3 range (|y| >= 2^-6): keep 3 of fp32's 23 mantissa bits, round to
-    # nearest even on the 20 dropped bits; a carry out of the mantissa bumps the exponent.
-    keep_lsb = (mag_bits >> 20) & 1
-    normal_bits = (mag_bits + 0x7FFFF + keep_lsb) & -1048576  # clear the low 20 bits
-    normal = normal_bits.to(tl.float32, bitcast=True)
-    # Subnormal e4m3 range (|y| < 2^-6): a fixed grid of 2^-9. Adding 2^14 puts the
-    # value where one fp32 ulp is 2^-9, so the fp32 add itself rounds to nearest even.
-    mag = mag_bits.to(tl.float32, bitcast=True)
-    subnormal = (mag + 16384.0) - 16384.0
-    r = tl.where(mag < 0.015625, subnormal, normal)
-    return tl.where(bits < 0, -r, r)
-
-
-@triton.jit
 def _quant_group_fp8_kernel(
     x_ptr,  # [M, K] contiguous, bf16 / fp16 / fp32
     q_ptr,  # [M, K] contiguous, float8_e4m3fn
@@ -82,7 +58,6 @@ def _quant_group_fp8_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
-    EXACT_E4M3_ROUNDING: tl.constexpr,  # interpreter only: snap to the e4m3 grid before the cast
 ):
     FP8_MAX: tl.constexpr = 448.0
     groups_per_row = n_cols // GROUP_SIZE
@@ -119,11 +94,9 @@ def _quant_group_fp8_kernel(
         scale = ((scale_bits + 0x7FFFFF) & 0x7F800000).to(tl.float32, bitcast=True)
 
     # True division (IEEE, round to nearest), not a multiplication by 1/scale: the codes
-    # then equal the reference's bit for bit.
+    # are the correctly rounded ones (the oracle's) bit for bit.
     y = tl.math.div_rn(x, scale[:, :, None])
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
-    if EXACT_E4M3_ROUNDING:
-        y = _round_to_e4m3_grid(y)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=mask)
 
     # Scale stores: contiguous along the row (row-major, wide tile) or down the column
@@ -195,8 +168,6 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
-        # CPU tensors only run under the Triton interpreter, whose fp8 cast misrounds.
-        EXACT_E4M3_ROUNDING=x.device.type == "cpu",
         num_warps=num_warps,
         num_stages=1,
     )

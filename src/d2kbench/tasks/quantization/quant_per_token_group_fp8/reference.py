@@ -6,9 +6,11 @@ s = amax / 448 (with UE8M0: s = 2**ceil(log2(s))), q = clamp(x / s, -448, 448) c
 to float8_e4m3fn. Scales are [M, K // group_size] float32, row-major or column-major
 (strides (1, M), the layout DeepGEMM consumes).
 
-The default oracle (this reference on inputs upcast to float32) gives the same codes
-and scales: the baseline already computes in float32 and the upcast of bf16/fp16 is
-exact.
+The oracle computes the same thing exactly: float64 quotients rounded once to float32
+(correctly rounded, since 53 >= 2 * 24 + 2 bits), so every scale and code is the correctly
+rounded one. The baseline is not always: on CUDA, torch divides by a Python scalar as a
+multiplication by its reciprocal, which leaves ~0.5% of scales one ulp high and moves the
+codes that sit exactly on an e4m3 midpoint (bench/results/2026-12-03-h200-quant-diag).
 """
 
 import torch
@@ -61,6 +63,21 @@ def reference(x, group_size, column_major, ue8m0):
         # DeepGEMM layout: allocated [K // group_size, M] and transposed, strides (1, M)
         # (also when M or K // group_size is 1, where .t().contiguous().t() would not
         # change the strides).
+        s = torch.empty(K // group_size, M, dtype=s.dtype, device=s.device).t().copy_(s)
+    return q, s
+
+
+def oracle(x, group_size, column_major, ue8m0):
+    M, K = x.shape
+    xg = x.view(M, K // group_size, group_size).double()
+    amax = xg.abs().amax(dim=-1, keepdim=True).clamp(min=EPS)
+    s = (amax / FP8_MAX).float()  # one rounding of the exact quotient
+    if ue8m0:
+        s = torch.exp2(torch.ceil(torch.log2(s.double()))).float()  # exact on float64 powers of two
+    y = (xg / s.double()).float()
+    q = y.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(M, K)
+    s = s.view(M, K // group_size)
+    if column_major:
         s = torch.empty(K // group_size, M, dtype=s.dtype, device=s.device).t().copy_(s)
     return q, s
 
