@@ -1,9 +1,9 @@
 """Diagnose quant_per_token_group_fp8 on the GPU: who differs from an exact CPU computation, and host vs device time.
 
-Run on the GPU machine: `PYTHONPATH=src python3 bench/diag/quant_fp8_gpu.py`. For each workload it compares the expert's
-codes and scales and torch's (the oracle: the reference on float32 inputs) with an exact CPU computation (float64 division
-rounded once to float32, torch's CPU float->e4m3 cast), prints the mismatch counts and a few examples, and times the
-expert eagerly and by CUDA graph replay (CUDA events, no L2 flush: small workloads only matter here).
+Run on the GPU machine: `PYTHONPATH=src python3 bench/diag/quant_fp8_gpu.py`. For each workload it compares the
+expert's codes and scales and torch's (the reference on float32 inputs) with an exact CPU computation (float64
+division rounded once to float32, torch's CPU float->e4m3 cast), prints the mismatch counts and a few examples, and
+times the expert eagerly and by CUDA graph replay (CUDA events, no L2 flush: small workloads only matter here).
 """
 
 import importlib.util
