@@ -67,13 +67,19 @@ def reference(x, group_size, column_major, ue8m0):
     return q, s
 
 
+def _pow2_ceil(s):
+    """The smallest power of two >= s, exactly (CUDA's log2 is not exact at powers of two)."""
+    mantissa, exponent = torch.frexp(s)  # s = mantissa * 2**exponent, mantissa in [0.5, 1)
+    return torch.where(mantissa == 0.5, s, torch.ldexp(torch.ones_like(s), exponent))
+
+
 def oracle(x, group_size, column_major, ue8m0):
     M, K = x.shape
     xg = x.view(M, K // group_size, group_size).double()
     amax = xg.abs().amax(dim=-1, keepdim=True).clamp(min=EPS)
     s = (amax / FP8_MAX).float()  # one rounding of the exact quotient
     if ue8m0:
-        s = torch.exp2(torch.ceil(torch.log2(s.double()))).float()  # exact on float64 powers of two
+        s = _pow2_ceil(s)
     y = (xg / s.double()).float()
     q = y.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(M, K)
     s = s.view(M, K // group_size)
