@@ -1,0 +1,76 @@
+"""How the agent's tools and the final evaluation reach the evaluator."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any, Protocol
+
+from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
+from d2kbench.evaluate.result import EvalResult
+from d2kbench.suite import Task
+
+
+class EvalService(Protocol):
+    async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult: ...
+
+    async def compile_report(self, task: Task, candidate: Path) -> list[dict]: ...
+
+
+def service_uses_gpu(evals: EvalService) -> bool:
+    """Whether the service evaluates on a GPU: its `gpu` attribute, or whether this machine has one."""
+    gpu = getattr(evals, "gpu", None)
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    return bool(gpu)
+
+
+class LocalEvalService:
+    """Runs the blocking evaluator in threads, one evaluation at a time per device.
+
+    `devices` are "cpu" or "cuda:N"; a call takes whichever device is free first. The evaluator's own
+    file lock already serialises timing per GPU across processes; this queue keeps one evaluation per
+    device in this process so that concurrent agents never share a GPU's correctness runs either.
+    Compile reports need no device (they compile for sm_90 on the CPU) and run beside evaluations.
+    """
+
+    def __init__(self, devices: list[str]):
+        if not devices:
+            raise ValueError("LocalEvalService needs at least one device ('cpu' or 'cuda:N')")
+        self.devices = list(devices)
+        self.gpu = any(d.startswith("cuda") for d in self.devices)
+        self._free: asyncio.Queue[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._jobs: set[asyncio.Future] = set()  # evaluations in flight (kept alive when their caller is cancelled)
+
+    def _queue(self) -> asyncio.Queue[str]:
+        """The free devices, as a queue of the running event loop (made anew under a new loop)."""
+        loop = asyncio.get_running_loop()
+        if self._free is None or self._loop is not loop:
+            self._free, self._loop = asyncio.Queue(), loop
+            for device in self.devices:
+                self._free.put_nowait(device)
+        return self._free
+
+    async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult:
+        """Evaluate on the first free device. A caller cancelled meanwhile (a run's wall clock) does not
+        free the device before the evaluation's thread is done with it."""
+        free = self._queue()
+        device = await free.get()
+
+        async def evaluate_then_free() -> EvalResult:
+            try:
+                return await asyncio.to_thread(evaluate, task, candidate, dataclasses.replace(options, device=device))
+            finally:
+                free.put_nowait(device)
+
+        job = asyncio.ensure_future(evaluate_then_free())
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return await asyncio.shield(job)
+
+    async def compile_report(self, task: Task, candidate: Path) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(compile_report, task, candidate)
