@@ -87,3 +87,23 @@ def test_expressions_are_arithmetic_only():
     for bad in ("open('x')", "x.y", "[1]", "lambda: 1", "'s'"):
         with pytest.raises(expr.ExprError):
             expr.parse(bad)
+
+
+def test_workloads_inherit_or_override_latency_bound(toy_copy):
+    """A workload is latency-bound when the task is, unless it says otherwise itself."""
+    assert not any(w.latency_bound for w in load_task(toy_copy).workloads)
+    edit(toy_copy / "task.toml", 'name = "n200"', 'name = "n200"\nlatency_bound = true')
+    flags = {w.name: w.latency_bound for w in load_task(toy_copy).workloads}
+    assert flags["n200"] and not flags["n77_f16"]
+    edit(toy_copy / "task.toml", 'name = "n200"\nlatency_bound = true', 'name = "n200"\nlatency_bound = false')
+    text = (toy_copy / "task.toml").read_text()
+    (toy_copy / "task.toml").write_text("latency_bound = true\n" + text)
+    flags = {w.name: w.latency_bound for w in load_task(toy_copy).workloads}
+    assert not flags["n200"] and flags["n77_f16"] and flags["n1m"]
+
+
+def test_workload_latency_bound_must_be_a_boolean(toy_copy):
+    edit(toy_copy / "task.toml", 'name = "n200"', 'name = "n200"\nlatency_bound = "yes"')
+    with pytest.raises(TaskFormatError) as err:
+        load_task(toy_copy)
+    assert "latency_bound" in str(err.value) and "task.toml" in str(err.value)
