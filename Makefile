@@ -1,9 +1,10 @@
-# Two entry points: `make run` (the main job on the embedded default) and `make test`.
+# Two entry points: `make run` (scripted/expert over every task, guided and not, into $(RUNS)) and `make test`.
 # Without a GPU the venv gets the CPU build of torch; with a GPU and a torch already installed,
 # the venv sees that torch (--system-site-packages) instead of downloading another.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 TORCH   ?= torch==2.13.0
+RUNS    ?= runs/default
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && python3 -c "import torch" >/dev/null 2>&1 && echo yes)
 
 .PHONY: run test lint clean
@@ -16,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: $(VENV)/.installed
-	$(VENV)/bin/d2k suite check
+	$(VENV)/bin/d2k run --model scripted/expert --tasks all --configs none,L1+L2+L3 --out $(RUNS)
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests

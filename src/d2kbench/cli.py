@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from d2kbench.runs.command import add_parsers as add_run_parsers
 from d2kbench.suite import TaskFormatError, find_task, load_suite
 
 
@@ -85,6 +86,12 @@ def _suite_bench(args: argparse.Namespace) -> int:
     return bench_suite(args.tasks.split(",") if args.tasks else None, device=args.device, out=args.out)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from d2kbench.report.from_store import report_command
+
+    return report_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="d2k", description="D2K-Bench: expert designs to efficient Triton kernels")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto")
     p.add_argument("--out", type=Path, help="write bench.json and bench.md here")
     p.set_defaults(func=_suite_bench)
+
+    add_run_parsers(sub)
+
+    p = sub.add_parser("report", help="metrics, Markdown/CSV tables and one self-contained HTML report of a run folder")
+    p.add_argument("dir", type=Path, help="the run folder given to d2k run --out")
+    p.add_argument("--out", type=Path, help="where to write the report (default: DIR/report)")
+    p.add_argument("--floor", type=float, default=0.1, help="Performance Score floor (default 0.1)")
+    p.set_defaults(func=_report)
     return parser
 
 
