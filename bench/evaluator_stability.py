@@ -1,0 +1,72 @@
+"""The evaluator's own targets (issue 3), on the GPU: each expert evaluated as a candidate N times.
+
+    PYTHONPATH=src python3 bench/evaluator_stability.py [--tasks a,b] [--repeats 10] [--json FILE]
+
+Per task it reports the wall time of one full evaluation (correctness and timing over the scored
+workloads, warm compile cache: the first evaluation warms it and is reported apart), the verdicts
+(an expert timed against itself must never get an integrity verdict), per workload the range of
+the fraction of expert (target 1.00 +- 0.03) and the spread of the speedup over the reference
+between evaluations (target within 2% where the kernel takes 50 us or more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from d2kbench.suite import find_task, load_suite
+
+TARGET_SECONDS = 20.0
+FRACTION_BAND = 0.03
+SPEEDUP_SPREAD = 0.02
+SPREAD_MIN_US = 50.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
+    report, ok = [], True
+    for task in tasks:
+        runs = [evaluate(task, task.expert_path, EvalOptions()) for _ in range(args.repeats + 1)]
+        warm = runs[1:]
+        verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
+        fractions, speedups, times_us = defaultdict(list), defaultdict(list), defaultdict(list)
+        for r in warm:
+            for w in r.workloads:
+                if w.fraction_of_expert is not None:
+                    fractions[w.name].append(w.fraction_of_expert)
+                    speedups[w.name].append(w.speedup)
+                    times_us[w.name].append(w.timings["candidate"].median_ms * 1e3)
+        slowest = max(r.elapsed_s for r in warm)
+        task_ok = slowest <= TARGET_SECONDS and set(verdicts) == {"pass"}
+        print(f"\n## {task.id}: {args.repeats} warm evaluations, slowest {slowest:.1f} s (first, cold: "
+              f"{runs[0].elapsed_s:.1f} s); verdicts {dict(verdicts)}")
+        print("| workload | candidate us | fraction of expert min-max | speedup spread | targets |")
+        print("|---|---|---|---|---|")
+        for name, values in fractions.items():
+            spread = max(speedups[name]) / min(speedups[name]) - 1
+            us = sorted(times_us[name])[len(times_us[name]) // 2]
+            in_band = all(abs(v - 1) <= FRACTION_BAND for v in values)
+            stable = us < SPREAD_MIN_US or spread <= SPEEDUP_SPREAD
+            task_ok &= in_band and stable
+            print(f"| {name} | {us:.1f} | {min(values):.3f}-{max(values):.3f} | {spread:.1%} | "
+                  f"{'ok' if in_band and stable else 'MISSED'} |")
+        ok &= task_ok
+        report.append({"task": task.id, "elapsed_s": [r.elapsed_s for r in runs], "verdicts": dict(verdicts),
+                       "fractions": fractions, "speedups": speedups, "candidate_us": times_us, "met": task_ok})
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    print(f"\nall targets met: {ok}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
