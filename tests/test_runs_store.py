@@ -28,6 +28,14 @@ def test_changed_task_byte_gets_a_new_cell_key(tmp_path, toy_task):
     assert make_cell("scripted/expert", changed, "none", 0, 5).key != original
 
 
+def test_calibration_ablations_do_not_change_the_cell_key(tmp_path, toy_task):
+    copy = tmp_path / "toy_axpy"
+    shutil.copytree(FIXTURES / "toy_axpy", copy)
+    (copy / "ablations").mkdir()
+    (copy / "ablations" / "some_property.py").write_text("def run(*inputs):\n    pass\n")
+    assert task_content_hash(load_task(copy)) == task_content_hash(toy_task)
+
+
 def test_a_changed_task_supersedes_its_old_cells_in_the_summary_rows(tmp_path, toy_task):
     copy = tmp_path / "toy_axpy"
     shutil.copytree(FIXTURES / "toy_axpy", copy)

@@ -8,6 +8,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from d2kbench.judge.command import add_parsers as add_judge_parsers
 from d2kbench.runs.command import add_parsers as add_run_parsers
 from d2kbench.suite import TaskFormatError, find_task, load_suite
 
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_suite_bench)
 
     add_run_parsers(sub)
+    add_judge_parsers(sub)
 
     p = sub.add_parser("report", help="metrics, Markdown/CSV tables and one self-contained HTML report of a run folder")
     p.add_argument("dir", type=Path, help="the run folder given to d2k run --out")

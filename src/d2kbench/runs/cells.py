@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from d2kbench.suite import Task
 
@@ -12,14 +13,22 @@ CONFIGS = ("none", "L1", "L1+L2", "L1+L2+L3")
 
 
 def task_content_hash(task: Task) -> str:
-    """sha256 over every file of the task folder (sorted relative paths, then bytes)."""
+    """sha256 over every file of the task folder (sorted relative paths, then bytes).
+
+    The judge's calibration kernels (`ablations/`) are left out: they change neither what the agent sees
+    nor how its answer is evaluated.
+    """
     digest = hashlib.sha256()
-    for file in sorted(p for p in task.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for file in sorted(p for p in task.path.rglob("*") if p.is_file() and not _outside_hash(p.relative_to(task.path))):
         relative = file.relative_to(task.path).as_posix().encode()
         content = file.read_bytes()
         digest.update(len(relative).to_bytes(8, "little") + relative)
         digest.update(len(content).to_bytes(8, "little") + content)
     return digest.hexdigest()
+
+
+def _outside_hash(relative: Path) -> bool:
+    return "__pycache__" in relative.parts or relative.parts[0] == "ablations"
 
 
 def guidance_hash(task: Task, config: str) -> str:

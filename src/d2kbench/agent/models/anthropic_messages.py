@@ -67,7 +67,9 @@ class AnthropicModel:
 
     async def complete(self, conversation: Conversation, tools: list[dict]) -> ModelReply:
         request = {"model": self.model, "max_tokens": self.max_tokens, "system": conversation.system,
-                   "messages": to_anthropic_messages(conversation), "tools": to_anthropic_tools(tools)}
+                   "messages": to_anthropic_messages(conversation)}
+        if tools:  # the judges send none
+            request["tools"] = to_anthropic_tools(tools)
         attempt = self._streamed if self.stream else self._whole
         reply, retries = await with_retries(lambda: attempt(request), lambda e: classify_sdk_error(e, self._sdk),
                                             self.retry, self.record, self._rng)

@@ -54,7 +54,9 @@ class OpenAIChatModel:
 
     async def complete(self, conversation: Conversation, tools: list[dict]) -> ModelReply:
         request: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(conversation),
-                                   "tools": to_openai_tools(tools), "seed": conversation.seed}
+                                   "seed": conversation.seed}
+        if tools:  # the API refuses an empty tools array (the judges send none)
+            request["tools"] = to_openai_tools(tools)
         if self.max_tokens:
             request["max_tokens"] = self.max_tokens
         attempt = self._streamed if self.stream else self._whole

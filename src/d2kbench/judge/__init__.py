@@ -1,0 +1,1 @@
+"""LLM judges: design-only mode, the design and implementation judges, and their calibration (docs/judge.md)."""

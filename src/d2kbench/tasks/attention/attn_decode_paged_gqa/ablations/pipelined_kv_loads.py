@@ -1,0 +1,222 @@
+"""Calibration ablation of the expert: property `pipelined_kv_loads` removed.
+
+Identical to expert.py except that the split kernel is launched with a single pipeline stage, so
+the K/V tile loads behind the block-table indirection are not multi-buffered (no software
+pipelining of the gathers). Every other design property of the expert is kept. Expected cost on
+the H200: the split kernel waits on each gathered tile's DRAM latency.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+# Tuning knobs, from a sweep on the H200 (bench/results/2026-12-03-h200-sweeps): the design does not
+# depend on their values. 128-token tiles and eight waves were the best common
+# setting over the four scored workloads.
+TILE_N = 128              # tokens per K/V tile (a whole number of 16-token pages)
+MMA_MIN_M = 16            # smallest M of a tensor-core dot: the query group is padded up to it
+WAVES = 8                 # stage-1 programs per SM that the split count aims for
+MIN_TILES_PER_SPLIT = 2   # a split shorter than this is not worth its partial-output round trip
+SPLIT_NUM_WARPS = 4
+SPLIT_NUM_STAGES = 1
+MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
+MERGE_NUM_WARPS = 4
+
+_SM_COUNT = {}
+
+
+def _sm_count(device):
+    if device.type != "cuda":
+        return 132        # interpreter runs: size the grid as on an H200
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _SM_COUNT:
+        _SM_COUNT[key] = torch.cuda.get_device_properties(key).multi_processor_count
+    return _SM_COUNT[key]
+
+
+@triton.jit
+def _split_layout(seq_len, num_splits, TILE: tl.constexpr):
+    """Both stages derive the same layout from the sequence length alone: the tokens one split
+    covers (an equal share rounded up to whole tiles) and how many splits hold any token."""
+    split_tokens = tl.cdiv(tl.cdiv(seq_len, num_splits), TILE) * TILE
+    live_splits = tl.cdiv(seq_len, split_tokens)
+    return split_tokens, live_splits
+
+
+@triton.jit
+def _decode_split_kernel(
+    q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
+    qk_scale_log2,                         # softmax scale * log2(e): scores land in base 2
+    num_splits,
+    stride_qb, stride_qh,
+    stride_k_page, stride_k_tok, stride_k_head,
+    stride_v_page, stride_v_tok, stride_v_head,
+    stride_bt_b,
+    stride_po_b, stride_po_h, stride_po_s,
+    stride_pl_b, stride_pl_h,
+    GROUP: tl.constexpr,                   # query heads per KV head
+    GROUP_PAD: tl.constexpr,               # GROUP padded to a power of two >= the MMA minimum M
+    HEAD_DIM: tl.constexpr,
+    PAGE: tl.constexpr,
+    TILE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    b = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    split = tl.program_id(2)
+
+    seq_len = tl.load(seq_lens_ptr + b)
+    split_tokens, live_splits = _split_layout(seq_len, num_splits, TILE)
+    # Splits past the end of a short sequence hold nothing; stage 2 never reads their slots.
+    if split < live_splits:
+        start = split * split_tokens
+        end = tl.minimum(start + split_tokens, seq_len)
+
+        offs_g = tl.arange(0, GROUP_PAD)
+        offs_d = tl.arange(0, HEAD_DIM)
+        group_ok = offs_g < GROUP
+        heads = kv_head * GROUP + offs_g
+
+        # The whole query group of this KV head, resident for the whole split.
+        q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+                    mask=group_ok[:, None], other=0.0)
+
+        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)   # running max (base 2)
+        l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
+
+        bt_row = block_table_ptr + b * stride_bt_b
+        k_base = k_ptr + kv_head * stride_k_head
+        v_base = v_ptr + kv_head * stride_v_head
+        for tok0 in range(start, end, TILE):
+            offs_n = tok0 + tl.arange(0, TILE)
+            tok_ok = offs_n < end          # only the sequence's last tile is ragged
+            # Logical token -> physical page through the block table; padding entries (-1) lie
+            # past the sequence end and are never used. Page offsets in int64: a large pool
+            # overflows 32 bits.
+            page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
+            slot = offs_n % PAGE
+            k_off = page_id * stride_k_page + slot * stride_k_tok
+            v_off = page_id * stride_v_page + slot * stride_v_tok
+
+            # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
+            k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+            s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
+            s = tl.where(tok_ok[None, :], s, float("-inf"))
+
+            # Online softmax: rescale what was accumulated so far to the new running max.
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+
+            v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+            m_i = m_new
+
+        # Normalised partial output and its log-sum-exp (base 2) for each real head of the group.
+        po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
+              + offs_d[None, :])
+        tl.store(po, acc / l_i[:, None], mask=group_ok[:, None])
+        pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
+        tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
+
+
+@triton.jit
+def _merge_splits_kernel(
+    part_o_ptr, part_lse_ptr, seq_lens_ptr, o_ptr,
+    num_splits,
+    stride_po_b, stride_po_h, stride_po_s,
+    stride_pl_b, stride_pl_h,
+    stride_ob, stride_oh,
+    HEAD_DIM: tl.constexpr,
+    TILE: tl.constexpr,
+    SPLIT_BLOCK: tl.constexpr,
+):
+    b = tl.program_id(0)
+    head = tl.program_id(1)
+
+    seq_len = tl.load(seq_lens_ptr + b)
+    _, live_splits = _split_layout(seq_len, num_splits, TILE)
+
+    offs_d = tl.arange(0, HEAD_DIM)
+    po_row = part_o_ptr + b * stride_po_b + head * stride_po_h
+    pl_row = part_lse_ptr + b * stride_pl_b + head * stride_pl_h
+
+    # Exact merge, one block of splits at a time, with a running max so no weight overflows:
+    # o = sum_s 2^(lse_s - m) * o_s / sum_s 2^(lse_s - m).
+    m = -float("inf")
+    den = 0.0
+    acc = tl.zeros([HEAD_DIM], tl.float32)
+    for s0 in range(0, live_splits, SPLIT_BLOCK):
+        offs_s = s0 + tl.arange(0, SPLIT_BLOCK)
+        live = offs_s < live_splits
+        lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(lse, 0))
+        alpha = tl.exp2(m - m_new)
+        w = tl.exp2(lse - m_new)
+        part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
+                       mask=live[:, None], other=0.0)
+        acc = acc * alpha + tl.sum(w[:, None] * part, 0)
+        den = den * alpha + tl.sum(w, 0)
+        m = m_new
+
+    tl.store(o_ptr + b * stride_ob + head * stride_oh + offs_d, acc / den)
+
+
+def _num_splits(batch, kv_heads, max_pages, page, device):
+    """Host-side split count from static shapes only: enough (batch x KV head x split) programs
+    for a few waves of the SMs, but never splits shorter than a couple of tiles."""
+    programs = batch * kv_heads
+    want = triton.cdiv(WAVES * _sm_count(device), programs)
+    max_tiles = triton.cdiv(max_pages * page, TILE_N)
+    return max(1, min(want, triton.cdiv(max_tiles, MIN_TILES_PER_SPLIT)))
+
+
+def run(q, k_cache, v_cache, block_table, seq_lens, scale):
+    B, Hq, D = q.shape
+    _, page, Hkv, _ = k_cache.shape
+    group = Hq // Hkv
+    assert group * Hkv == Hq, "query heads must be a multiple of KV heads"
+    assert D >= 16 and (D & (D - 1)) == 0, "head dim must be a power of two >= 16"
+    # The kernels assume unit stride along the head dim (a no-op for the usual layouts).
+    q = q.contiguous()
+    k_cache = k_cache if k_cache.stride(-1) == 1 else k_cache.contiguous()
+    v_cache = v_cache if v_cache.stride(-1) == 1 else v_cache.contiguous()
+    block_table = block_table.contiguous()
+    seq_lens = seq_lens.contiguous()
+
+    num_splits = _num_splits(B, Hkv, block_table.shape[1], page, q.device)
+    part_o = torch.empty((B, Hq, num_splits, D), dtype=torch.float32, device=q.device)
+    part_lse = torch.empty((B, Hq, num_splits), dtype=torch.float32, device=q.device)
+    o = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
+
+    group_pad = max(MMA_MIN_M, triton.next_power_of_2(group))
+    # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+
+    _decode_split_kernel[(B, Hkv, num_splits)](
+        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse,
+        float(scale) * LOG2E, num_splits,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        block_table.stride(0),
+        part_o.stride(0), part_o.stride(1), part_o.stride(2),
+        part_lse.stride(0), part_lse.stride(1),
+        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
+        DOT_PRECISION=precision,
+        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
+    )
+    _merge_splits_kernel[(B, Hq)](
+        part_o, part_lse, seq_lens, o,
+        num_splits,
+        part_o.stride(0), part_o.stride(1), part_o.stride(2),
+        part_lse.stride(0), part_lse.stride(1),
+        o.stride(0), o.stride(1),
+        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
+        num_warps=MERGE_NUM_WARPS,
+    )
+    return o

@@ -1,0 +1,35 @@
+"""The calibration set: every task has at least two ablations, each a correct kernel named after the property it
+removes (one evaluation each on the cpu workloads; they run in parallel under pytest-xdist)."""
+
+import ast
+
+import pytest
+
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from d2kbench.judge.calibrate import calibration_set
+from d2kbench.suite import load_suite
+
+TASKS = {t.id: t for t in load_suite()}
+ABLATIONS = [pytest.param(c, id=f"{c.task.id}-{c.name}")
+             for task in TASKS.values() for c in calibration_set(task) if c.removed]
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_every_task_has_at_least_two_ablations(task_id):
+    removed = [c.removed for c in calibration_set(TASKS[task_id]) if c.removed]
+    assert len(removed) >= 2, f"{task_id}: calibration needs at least two ablated experts, has {removed}"
+
+
+@pytest.mark.parametrize("candidate", ABLATIONS)
+def test_ablation_names_its_property_and_differs_from_the_expert(candidate):
+    source = candidate.path.read_text()
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    assert f"`{candidate.removed}` removed" in docstring.splitlines()[0]
+    assert source != candidate.task.expert_path.read_text()
+
+
+@pytest.mark.parametrize("candidate", ABLATIONS)
+def test_ablation_is_correct_on_the_cpu_workloads(candidate):
+    result = evaluate(candidate.task, candidate.path, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}\n{result.log_tail}"
+    assert len(result.workloads) == len(candidate.task.split("cpu"))
