@@ -103,6 +103,10 @@ def test_judge_command_judges_solutions_and_designs_with_samples_and_resumes(tmp
     assert main(args) == 0
     assert "2 judgement(s) already stored, 0 to make" in capsys.readouterr().out
 
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0  # the report shows the judge scores
+    rows = (tmp_path / "rep" / "csv" / "judge_scores.csv").read_text().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("m/a,none,implementation,")
+
     loaded = load_judgements(out)
     verdicts = {(v.source, v.property): v.met for v in property_verdicts(loaded, {QUANT: task})}
     assert verdicts[("design", "single_pass")] is False and verdicts[("none", "single_pass")] is True

@@ -66,13 +66,18 @@ def load_cells(run_dir: Path) -> StoreCells:
 
 def report_command(args: argparse.Namespace) -> int:
     """`d2k report DIR [--out PATH] [--floor F]`: exit 0 on success, 2 on a usage or data error."""
+    from d2kbench.judge.export import load_judgements, property_verdicts, with_judge_scores
     from d2kbench.report.build import ReportOptions, build_report
     from d2kbench.report.render import write_report
+    from d2kbench.suite import load_suite
 
     out = args.out or args.dir / "report"
     try:
         loaded = load_cells(args.dir)
-        report = build_report(loaded.cells, options=ReportOptions(floor=args.floor), matrix=loaded.matrix)
+        judged = load_judgements(args.dir)  # from `d2k judge DIR`; none yet is fine
+        cells = with_judge_scores(loaded.cells, judged)
+        verdicts = property_verdicts(judged, {t.id: t for t in load_suite()}) if judged else []
+        report = build_report(cells, verdicts, options=ReportOptions(floor=args.floor), matrix=loaded.matrix)
     except ValueError as exc:
         print(f"d2k report: {exc}", file=sys.stderr)
         return 2
