@@ -24,9 +24,10 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, hardware
+from d2kbench.evaluate import channel, hardware, static_scan
 from d2kbench.evaluate.compare import compare_output
-from d2kbench.evaluate.result import EvalResult, Failure, Timing, WorkloadResult
+from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, Timing, WorkloadResult
+from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task, Workload, roofline
 
@@ -48,6 +49,7 @@ class EvalOptions:
     call_timeout_s: float = 300.0
     rounds: int = 5  # timing rounds; each round times every function once, alternating workers
     batch_ms: float = 100.0  # target length of one timed batch
+    sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
 
 
 def resolve_device(device: str) -> str:
@@ -122,7 +124,10 @@ class Evaluation:
 
     # -- workers --------------------------------------------------------------------------------
     def spawn(self, role: str) -> WorkerProcess:
-        return WorkerProcess(role, self.device, self.spool, self.work, self.env)
+        sandbox = None
+        if role == "candidate" and self.options.sandbox:
+            sandbox = Sandbox(SandboxSettings(), [Path(self.task.path)], self.device)
+        return WorkerProcess(role, self.device, self.spool, self.work, self.env, sandbox)
 
     def start_trusted(self, spawned: WorkerProcess | None = None) -> None:
         self.trusted = spawned or self.spawn("trusted")
@@ -137,16 +142,22 @@ class Evaluation:
         try:
             self.cand = spawned or self.spawn("candidate")
             self.cand.request(
-                {"op": "load", "path": str(self.candidate), "written": list(self.task.written_inputs)},
+                {"op": "load", "path": str(self.cand.stage(self.candidate)), "written": list(self.task.written_inputs)},
                 self.options.load_timeout_s,
             )
             return True
         except RequestFailed as exc:
-            reason = "no_run" if "defines no function run" in exc.message else "import_error"
-            self.result.add(Failure("error", reason, f"loading the candidate failed: {exc}"))
+            verdict, reason = "error", "no_run" if "defines no function run" in exc.message else "import_error"
+            if exc.stopped_by:
+                verdict, reason = SANDBOX_VERDICTS[exc.stopped_by][0], exc.stopped_by
+            self.result.add(Failure(verdict, reason, f"loading the candidate failed: {exc}"))
         except WorkerFault as exc:
             verdict, reason = ("timeout", "load_timeout") if exc.kind == "timeout" else ("crash", "worker_died")
+            if exc.stopped_by:
+                verdict, reason = SANDBOX_VERDICTS[exc.stopped_by][0], exc.stopped_by
             self.result.add(Failure(verdict, reason, f"while loading the candidate: {exc.detail}"))
+        finally:
+            self.record_sandbox()
         self.result.log_tail = self.cand.log_tail() if self.cand else ""
         return False
 
@@ -168,19 +179,29 @@ class Evaluation:
         for name, sets in self.inputs.items():
             for i, values in sets.items():
                 self.trusted.request(
-                    {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(values)},
+                    {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(values, self.trusted)},
                     self.options.call_timeout_s,
                 )
 
-    def pack(self, values: list[Any]) -> list[dict[str, Any]]:
-        return [channel.pack_value(v, self.spool) for v in values]
+    def pack(self, values: list[Any], worker: WorkerProcess) -> list[dict[str, Any]]:
+        """Values for `worker`, written to its own spool folder."""
+        return [channel.pack_value(v, worker.spool) for v in values]
 
-    def unpack(self, descs: list[dict[str, Any]]) -> list[Any]:
-        return [channel.unpack_value(d, self.spool) for d in descs]
+    def unpack(self, descs: list[dict[str, Any]], worker: WorkerProcess) -> list[Any]:
+        """Values from `worker`'s spool folder."""
+        return [channel.unpack_value(d, worker.spool) for d in descs]
 
-    def candidate_fault(self, exc: Exception, workload: Workload) -> Failure:
+    def record_sandbox(self) -> None:
+        """What confined the candidate's worker, as the sandbox reported it."""
+        sandbox = self.cand.sandbox if self.cand else None
+        self.result.environment["sandbox"] = sandbox.status if sandbox else {"active": [], "disabled": True}
+
+    def candidate_fault(self, exc: RequestFailed | WorkerFault, workload: Workload) -> Failure:
         """Turn a candidate worker's failure into a verdict, replacing the worker if it died."""
-        if isinstance(exc, RequestFailed):
+        if exc.stopped_by:
+            verdict, what = SANDBOX_VERDICTS[exc.stopped_by]
+            failure = Failure(verdict, exc.stopped_by, f"{what}: {exc}", workload.name)
+        elif isinstance(exc, RequestFailed):
             if exc.cuda_fault:
                 failure = Failure("crash", "cuda_error", f"CUDA fault: {exc.message}", workload.name)
             elif exc.error in COMPILE_ERRORS:
@@ -210,15 +231,15 @@ class Evaluation:
                 {"op": "make_inputs", "workload": workload_dict(workload), "slot": slot_id(name, i),
                  "seed": derive_seed(self.secret, name, i)}
             )
-            self.inputs[name][i] = self.unpack(reply["inputs"])
+            self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted)
             self.derived[name] = reply.get("derived", {})
             oracle = self.trusted_request(
                 {"op": "call", "fn": "oracle", "slot": slot_id(name, i), "return_inputs": bool(written)}
             )
-            outs = self.unpack(oracle["outputs"])
+            outs = self.unpack(oracle["outputs"], self.trusted)
             self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
             if written:
-                after = self.unpack(oracle["inputs"])
+                after = self.unpack(oracle["inputs"], self.trusted)
                 outs += [after[k] for k in written]
             self.expected[name][i] = outs
 
@@ -227,7 +248,7 @@ class Evaluation:
         self.slot_set[name] = {}
         for i in range(sets):
             self.cand.request(
-                {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(self.inputs[name][i])},
+                {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(self.inputs[name][i], self.cand)},
                 self.options.call_timeout_s,
             )
             self.slot_set[name][i] = i
@@ -239,7 +260,7 @@ class Evaluation:
             raise InfraError(f"task {self.task.id}: make_inputs gives input shapes that depend on the seed "
                              f"(workload {name}); shapes must depend on the workload only")
         self.cand.request(
-            {"op": "put_inputs", "slot": slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets]),
+            {"op": "put_inputs", "slot": slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets], self.cand),
              "in_place": True},
             self.options.call_timeout_s,
         )
@@ -255,8 +276,8 @@ class Evaluation:
              "return_inputs": True},
             self.options.call_timeout_s,
         )
-        outputs = self.unpack(reply["outputs"])
-        after = self.unpack(reply["inputs"])
+        outputs = self.unpack(reply["outputs"], self.cand)
+        after = self.unpack(reply["inputs"], self.cand)
         findings = reply["findings"]
         failures = self.integrity_failures(findings, workload)
         failures += self.mutation_failures(workload, expected_set, after)
@@ -417,7 +438,7 @@ class Evaluation:
         if validate and fn == "candidate":
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - slot_id(workload.name, 0)
-                outs = self.unpack(descs)
+                outs = self.unpack(descs, self.cand)
                 expected_set = self.slot_set[workload.name][index]
                 mismatch = self.compare(workload, expected_set, outs, self.inputs[workload.name][expected_set],
                                         [d.get("strides") for d in descs])
@@ -470,7 +491,15 @@ class Evaluation:
         shutil.rmtree(self.spool, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
 
+    def scan(self) -> None:
+        """The static scan of the candidate's source: findings recorded, forbidden ones a failure."""
+        self.result.findings = static_scan.scan_file(self.candidate)
+        summary = static_scan.forbidden_summary(self.result.findings)
+        if summary:
+            self.result.add(Failure("integrity", "forbidden_code", summary))
+
     def _run(self) -> None:
+        self.scan()
         workloads = select_workloads(self.task, self.options, self.gpu)
         self.result.workloads = [WorkloadResult(w.name, w.split) for w in workloads]
         trusted, cand = self.spawn("trusted"), self.spawn("candidate")  # both import torch at once
@@ -555,7 +584,8 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
         if not ev.start_candidate(cand):
             raise RuntimeError(f"the candidate did not load: {ev.result.detail}")
         reply = ev.trusted_request({"op": "make_inputs", "workload": workload_dict(w), "slot": 0, "seed": 0})
-        ev.cand.request({"op": "put_inputs", "slot": 0, "inputs": reply["inputs"]}, ev.options.call_timeout_s)
+        inputs = ev.pack(ev.unpack(reply["inputs"], ev.trusted), ev.cand)
+        ev.cand.request({"op": "put_inputs", "slot": 0, "inputs": inputs}, ev.options.call_timeout_s)
         return ev.cand.request({"op": "compile", "slot": 0, "arch": arch}, ev.options.load_timeout_s)["kernels"]
     finally:
         ev.close()

@@ -25,6 +25,10 @@ def format_result(r: EvalResult) -> str:
                      f"fraction of expert {w.fraction_of_expert:.2f}, SOL {w.sol_fraction:.0%}")
         lines.append(line)
         lines += [f"      {e}" for e in w.errors[:3]]
+    if r.findings:
+        lines.append(f"  static scan: {len(r.findings)} finding(s)")
+        lines += [f"    line {f.line}: {f.code}{' (forbidden)' if f.forbidden else ''}: {f.message}"
+                  for f in r.findings[:10]]
     if r.verdict not in ("pass",) and r.log_tail.strip():
         lines.append("  worker log (tail):")
         lines += ["    " + ln for ln in r.log_tail.strip().splitlines()[-15:]]

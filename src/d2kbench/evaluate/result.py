@@ -10,18 +10,37 @@ from typing import Any
 VERDICTS = ("infra", "error", "crash", "timeout", "integrity", "incorrect", "pass")
 
 REASONS = {
-    "error": ("import_error", "compile_error", "exception", "no_run"),
-    "crash": ("worker_died", "cuda_error"),
-    "timeout": ("load_timeout", "call_timeout"),
+    "error": ("import_error", "compile_error", "exception", "no_run", "sandbox_denied"),
+    "crash": ("worker_died", "cuda_error", "out_of_memory", "process_limit"),
+    "timeout": ("load_timeout", "call_timeout", "cpu_time_limit"),
     "integrity": (
         "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
-        "patched_timer", "below_physical_floor", "forged_result", "side_stream",
+        "patched_timer", "below_physical_floor", "forged_result", "side_stream", "forbidden_code",
     ),
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
     ),
     "infra": ("harness_error", "worker_start_failed", "worker_lost"),
 }
+
+
+# The verdict when the sandbox stops a candidate: a limit it ran into, or an access it was refused.
+SANDBOX_VERDICTS = {  # reason: (verdict, what happened)
+    "out_of_memory": ("crash", "the candidate ran out of its memory limit"),
+    "process_limit": ("crash", "the candidate ran into its process limit (a fork bomb)"),
+    "cpu_time_limit": ("timeout", "the candidate used up its CPU time"),
+    "sandbox_denied": ("error", "the sandbox refused an access (a file, a signal or the network)"),
+}
+
+
+@dataclass
+class Finding:
+    """One finding of the static scan: `forbidden` ones fail the candidate (integrity/forbidden_code)."""
+
+    code: str
+    line: int
+    message: str
+    forbidden: bool = False
 
 
 @dataclass
@@ -77,6 +96,7 @@ class EvalResult:
     workloads: list[WorkloadResult] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     log_tail: str = ""
+    findings: list[Finding] = field(default_factory=list)  # the static scan of the candidate's source
     environment: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
 

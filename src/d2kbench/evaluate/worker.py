@@ -22,6 +22,7 @@ import torch
 from d2kbench.evaluate import channel, integrity, interp_fp8
 
 _CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
+_OOM_MARKERS = ("can't allocate memory", "Cannot allocate memory", "CUDA out of memory")
 
 
 def load_module(path: Path, name: str):
@@ -252,6 +253,8 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"
             cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)
+            out_of_memory = isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or any(
+                marker in text for marker in _OOM_MARKERS)
             channel.write_message(
                 fd_out,
                 {
@@ -260,9 +263,10 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                     "message": str(exc)[:4000],
                     "traceback": traceback.format_exc()[-8000:],
                     "cuda_fault": cuda_fault,
+                    "out_of_memory": out_of_memory,
                 },
             )
-            if cuda_fault or isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
+            if cuda_fault or out_of_memory or isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 return  # a CUDA context after a fault is not to be trusted: let the parent replace us
 
 

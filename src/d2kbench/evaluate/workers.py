@@ -7,17 +7,20 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from d2kbench.evaluate import channel
+from d2kbench.evaluate.sandbox import Sandbox
 
 
 class WorkerFault(Exception):
     """A worker that stopped answering: it died (`crash`) or ran past its deadline (`timeout`)."""
 
-    def __init__(self, kind: str, detail: str):
+    def __init__(self, kind: str, detail: str, stopped_by: str | None = None):
         self.kind, self.detail = kind, detail
+        self.stopped_by = stopped_by  # the sandbox limit it ran into (a key of result.SANDBOX_VERDICTS)
         super().__init__(f"{kind}: {detail}")
 
 
@@ -29,7 +32,13 @@ class RequestFailed(Exception):
         self.error = str(reply.get("error", "Error"))
         self.message = str(reply.get("message", ""))
         self.cuda_fault = bool(reply.get("cuda_fault"))
+        self.stopped_by: str | None = None  # what of the sandbox stopped it (a key of result.SANDBOX_VERDICTS)
         super().__init__(f"{self.error}: {self.message}")
+
+
+def _denied(failed: RequestFailed) -> bool:
+    """A failure that is the sandbox refusing an access (files, signals, network)."""
+    return failed.error == "PermissionError" or "Network is unreachable" in failed.message
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -45,26 +54,37 @@ def describe_exit(returncode: int | None) -> str:
 
 
 class WorkerProcess:
-    """One worker subprocess in its own process group, with a private request/reply pipe."""
+    """One worker subprocess in its own process group, with a private request/reply pipe.
 
-    def __init__(self, role: str, device: str, spool: Path, scratch: Path, env: dict[str, str]):
-        self.role, self.device, self.spool, self.scratch = role, device, spool, scratch
+    Each worker gets folders of its own: `home` (its working directory and caches) and `spool`
+    (its tensor files), inside the evaluation's scratch and spool folders; its log stays outside them.
+    A `sandbox` (candidate workers) confines the process to those folders (see `sandbox`).
+    """
+
+    def __init__(self, role: str, device: str, spool: Path, scratch: Path, env: dict[str, str],
+                 sandbox: Sandbox | None = None):
+        self.role, self.device, self.sandbox = role, device, sandbox
+        self.home = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch))
+        self.spool = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=spool))
         self.log_path = scratch / f"{role}.log"
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         src_root = str(Path(__file__).resolve().parents[2])
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))}
+        args = ["--role", role, "--fd-in", str(req_r), "--fd-out", str(rep_w), "--spool", str(self.spool),
+                "--device", device]
+        command = [sys.executable, "-m", "d2kbench.evaluate.worker", *args]
+        if sandbox is not None:
+            command = [*sandbox.prepare(self.home, self.spool), *args]
+            env = sandbox.environment(env, self.home)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable, "-m", "d2kbench.evaluate.worker", "--role", role,
-                    "--fd-in", str(req_r), "--fd-out", str(rep_w), "--spool", str(spool), "--device", device,
-                ],
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(req_r, rep_w),
-                cwd=scratch,
+                cwd=self.home,
                 env=env,
                 start_new_session=True,  # its own process group: killed whole on timeout
             )
@@ -73,9 +93,15 @@ class WorkerProcess:
         self.fd_req, self.fd_rep = req_w, rep_r
         self._ready = False
 
+    def stage(self, candidate: Path) -> Path:
+        """The candidate file as this worker loads it: a copy in its home when sandboxed."""
+        return self.sandbox.stage(candidate, self.home) if self.sandbox else candidate
+
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait for the worker's hello (imports done); workers can start side by side before this."""
         if not self._ready:
+            if self.sandbox is not None:  # the sandbox reports before the worker says hello
+                self.sandbox.record(self._await(timeout).get("sandbox", {}))
             self._await(timeout)
             self._ready = True
 
@@ -88,16 +114,27 @@ class WorkerProcess:
             raise self._fault() from None
         reply = self._await(timeout)
         if not reply.get("ok"):
-            if reply.get("cuda_fault"):
+            failed = RequestFailed(reply)
+            failed.stopped_by = "out_of_memory" if reply.get("out_of_memory") else self._limit_hit()
+            if failed.stopped_by is None and self.sandbox is not None and _denied(failed):
+                failed.stopped_by = "sandbox_denied"
+            if failed.cuda_fault or failed.stopped_by in ("out_of_memory", "process_limit"):
                 self.kill()
-            raise RequestFailed(reply)
+            raise failed
         return reply
+
+    def _limit_hit(self, signal_number: int | None = None) -> str | None:
+        """The sandbox limit behind a failure: `process_limit`, `cpu_time_limit`, or None."""
+        if self.sandbox is not None and self.sandbox.process_limit_hit():
+            return "process_limit"
+        return "cpu_time_limit" if signal_number == signal.SIGXCPU else None
 
     def _await(self, timeout: float) -> dict[str, Any]:
         ready, _, _ = select.select([self.fd_rep], [], [], timeout)
         if not ready:
+            stopped_by = self._limit_hit()
             self.kill()
-            raise WorkerFault("timeout", f"no reply within {timeout:.0f} s")
+            raise WorkerFault("timeout", f"no reply within {timeout:.0f} s", stopped_by)
         try:
             return channel.read_message(self.fd_rep)
         except channel.ChannelClosed:
@@ -111,8 +148,9 @@ class WorkerProcess:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
+        stopped_by = self._limit_hit(-code if code and code < 0 else None)
         self.kill()
-        return WorkerFault("crash", describe_exit(code))
+        return WorkerFault("crash", describe_exit(code), stopped_by)
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
@@ -136,6 +174,8 @@ class WorkerProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         self.proc.wait()
+        if self.sandbox is not None:
+            self.sandbox.release()  # kills what left the process group too
         for fd in (self.fd_req, self.fd_rep):
             try:
                 os.close(fd)

