@@ -121,6 +121,12 @@ class Evaluation:
         self.derived: dict[str, dict[str, float]] = {}
         # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
         self.slot_set: dict[str, dict[int, int]] = {}
+        self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
+
+    def slot_id(self, workload: str, index: int) -> int:
+        """The worker slot of one input set of one workload (numbered in this evaluation only)."""
+        base = self.slot_bases.setdefault(workload, 1000 * (len(self.slot_bases) + 1))
+        return base + index
 
     # -- workers --------------------------------------------------------------------------------
     def spawn(self, role: str) -> WorkerProcess:
@@ -179,7 +185,7 @@ class Evaluation:
         for name, sets in self.inputs.items():
             for i, values in sets.items():
                 self.trusted.request(
-                    {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(values, self.trusted)},
+                    {"op": "put_inputs", "slot": self.slot_id(name, i), "inputs": self.pack(values, self.trusted)},
                     self.options.call_timeout_s,
                 )
 
@@ -228,13 +234,13 @@ class Evaluation:
         written = self.task.written_inputs
         for i in range(self.task.correctness_sets + 1):  # the last set rewrites slot 0 in place
             reply = self.trusted_request(
-                {"op": "make_inputs", "workload": workload_dict(workload), "slot": slot_id(name, i),
+                {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(name, i),
                  "seed": derive_seed(self.secret, name, i)}
             )
             self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted)
             self.derived[name] = reply.get("derived", {})
             oracle = self.trusted_request(
-                {"op": "call", "fn": "oracle", "slot": slot_id(name, i), "return_inputs": bool(written)}
+                {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written)}
             )
             outs = self.unpack(oracle["outputs"], self.trusted)
             self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
@@ -248,7 +254,8 @@ class Evaluation:
         self.slot_set[name] = {}
         for i in range(sets):
             self.cand.request(
-                {"op": "put_inputs", "slot": slot_id(name, i), "inputs": self.pack(self.inputs[name][i], self.cand)},
+                {"op": "put_inputs", "slot": self.slot_id(name, i),
+                 "inputs": self.pack(self.inputs[name][i], self.cand)},
                 self.options.call_timeout_s,
             )
             self.slot_set[name][i] = i
@@ -260,7 +267,7 @@ class Evaluation:
             raise InfraError(f"task {self.task.id}: make_inputs gives input shapes that depend on the seed "
                              f"(workload {name}); shapes must depend on the workload only")
         self.cand.request(
-            {"op": "put_inputs", "slot": slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets], self.cand),
+            {"op": "put_inputs", "slot": self.slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets], self.cand),
              "in_place": True},
             self.options.call_timeout_s,
         )
@@ -272,7 +279,7 @@ class Evaluation:
         """One guarded, poisoned call; records failures on `wr`; True when everything held."""
         name = workload.name
         reply = self.cand.request(
-            {"op": "call", "fn": "run", "slot": slot_id(name, slot), "guard": True, "poison": True,
+            {"op": "call", "fn": "run", "slot": self.slot_id(name, slot), "guard": True, "poison": True,
              "return_inputs": True},
             self.options.call_timeout_s,
         )
@@ -378,7 +385,7 @@ class Evaluation:
     # -- timing ------------------------------------------------------------------------------------
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
-        slots = [slot_id(name, i) for i in range(self.task.correctness_sets)]
+        slots = [self.slot_id(name, i) for i in range(self.task.correctness_sets)]
         fns = [("reference", self.trusted), ("candidate", self.cand)]
         if self.options.expert:
             fns.append(("expert", self.trusted))
@@ -437,7 +444,7 @@ class Evaluation:
                                     workload.name))
         if validate and fn == "candidate":
             for slot_key, descs in reply["outputs"].items():
-                index = int(slot_key) - slot_id(workload.name, 0)
+                index = int(slot_key) - self.slot_id(workload.name, 0)
                 outs = self.unpack(descs, self.cand)
                 expected_set = self.slot_set[workload.name][index]
                 mismatch = self.compare(workload, expected_set, outs, self.inputs[workload.name][expected_set],
@@ -531,7 +538,7 @@ class Evaluation:
             self.result.log_tail = self.cand.log_tail()
 
     def drop(self, workload: Workload) -> None:
-        slots = [slot_id(workload.name, i) for i in range(self.task.correctness_sets + 1)]
+        slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets + 1)]
         for worker in (self.trusted, self.cand):
             if worker is not None and worker.alive:
                 try:
@@ -544,15 +551,6 @@ class Evaluation:
 
 class InfraError(RuntimeError):
     """A fault of the harness or the GPU itself: never scored against the candidate."""
-
-
-_SLOT_BASE: dict[str, int] = {}
-
-
-def slot_id(workload: str, index: int) -> int:
-    """A worker slot number per (workload, input set)."""
-    base = _SLOT_BASE.setdefault(workload, 1000 * (len(_SLOT_BASE) + 1))
-    return base + index
 
 
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:

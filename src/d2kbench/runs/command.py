@@ -17,7 +17,7 @@ from d2kbench.suite import Task, find_task, load_suite
 
 if TYPE_CHECKING:
     from d2kbench.agent.evalservice import EvalService
-    from d2kbench.runs.executor import ModelFactory, RunSettings
+    from d2kbench.runs.executor import Executor, ModelFactory, RunSettings
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +33,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="agent loops at once (default 1)")
     p.add_argument("--wall-clock", type=float, default=4 * 3600, help="seconds per run (default 14400)")
     p.add_argument("--devices", default="auto", help="auto (every visible GPU, else cpu), cpu, or cuda:0,cuda:1,...")
+    p.add_argument("--executor", choices=("embedded", "ray"), default="embedded",
+                   help="embedded (this process, default) or ray (a Ray cluster; docs/ray.md)")
+    p.add_argument("--ray-address", help="with --executor ray: the cluster to join (default: a local Ray instance)")
     p.set_defaults(func=run_command)
 
     runs = sub.add_parser("runs", help="inspect a run folder").add_subparsers(dest="runs_command", required=True)
@@ -81,16 +84,30 @@ def run_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--concurrency must be at least 1, got {args.concurrency}")
         if args.wall_clock <= 0:
             raise ValueError(f"--wall-clock must be positive, got {args.wall_clock}")
+        if args.ray_address and args.executor != "ray":
+            raise ValueError("--ray-address needs --executor ray")
         tasks = select_tasks(args.tasks)
         matrix = build_matrix(args.model, tasks, parse_configs(args.configs), args.seeds, args.turns)
-        settings = RunSettings(devices=select_devices(args.devices), concurrency=args.concurrency,
-                               wall_clock_s=args.wall_clock, base_url=args.base_url)
+        if args.executor == "ray":
+            from d2kbench.runs.ray_executor import import_ray, plan_eval_actors
+
+            import_ray()
+            plan_eval_actors(args.devices, cluster_gpus=0)  # checks --devices; the cluster decides the count
+            devices = []  # one per evaluation actor, once Ray is up
+        else:
+            devices = select_devices(args.devices)
+        settings = RunSettings(devices=devices, concurrency=args.concurrency, wall_clock_s=args.wall_clock,
+                               base_url=args.base_url, executor=args.executor)
         check_models(args.model, tasks[0], args.base_url)
         store = Store(args.out)
     except (ValueError, OSError, StoreBusy) as exc:
         print(f"d2k run: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.executor == "ray":
+            from d2kbench.runs.ray_executor import run_matrix_on_ray
+
+            return run_matrix_on_ray(store, matrix, settings, address=args.ray_address, devices=args.devices)
         return run_matrix(store, matrix, settings)
     except KeyboardInterrupt:
         print(f"d2k run: interrupted; the same command resumes where it stopped ({args.out})", file=sys.stderr)
@@ -100,10 +117,12 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def run_matrix(store: Store, matrix: list[tuple[Cell, Task]], settings: RunSettings,
-               model_factory: ModelFactory | None = None, evals: EvalService | None = None) -> int:
+               model_factory: ModelFactory | None = None, evals: EvalService | None = None,
+               executor_class: type[Executor] | None = None) -> int:
     """Run the matrix's unfinished cells into `store`, print the summary; 0 when every cell is done.
 
-    `model_factory` defaults to `make_model`, `evals` to a `LocalEvalService` over `settings.devices`.
+    `model_factory` defaults to `make_model`, `evals` to a `LocalEvalService` over `settings.devices`,
+    `executor_class` to the embedded `Executor` (the Ray back end passes its own).
     """
     from d2kbench.agent.evalservice import LocalEvalService
     from d2kbench.runs.executor import Executor
@@ -118,7 +137,8 @@ def run_matrix(store: Store, matrix: list[tuple[Cell, Task]], settings: RunSetti
         print("interpreter mode: no GPU, kernels run in Triton's interpreter on each task's cpu workloads, untimed",
               flush=True)
     with make_progress(len(keys), done) as progress:
-        executor = Executor(store, settings, evals or LocalEvalService(settings.devices), progress, model_factory)
+        executor = (executor_class or Executor)(store, settings, evals or LocalEvalService(settings.devices), progress,
+                                                model_factory)
         asyncio.run(executor.run(matrix))
     rows = store.rows(keys)
     print(format_summary(summarize(rows)))

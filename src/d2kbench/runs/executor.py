@@ -21,6 +21,7 @@ from d2kbench.suite import Task
 
 if TYPE_CHECKING:
     from d2kbench.agent.evalservice import EvalService
+    from d2kbench.agent.loop import AgentOutcome
 
 # make_model(spec, base_url=..., task=..., record=...) -> ModelClient; tests pass their own
 ModelFactory = Callable[..., Any]
@@ -34,6 +35,7 @@ class RunSettings:
     concurrency: int = 1
     wall_clock_s: float = 4 * 3600
     base_url: str | None = None
+    executor: str = "embedded"  # or "ray" (d2kbench.runs.ray_executor)
 
     @property
     def mode(self) -> str:
@@ -74,8 +76,6 @@ class Executor:
 
     async def run_cell(self, cell: Cell, task: Task) -> None:
         """One attempt of one cell, from a fresh workspace to its outcome in the store."""
-        from d2kbench.agent.loop import AgentLimits, run_agent
-
         attempt_id, number, path, workspace = self.store.start_attempt(cell)
         trajectory = Trajectory(path, cell, number, self.header_settings())
 
@@ -84,21 +84,32 @@ class Executor:
             self.progress.event(event)
 
         try:
-            model = self.make_model(cell.model, task, record)
-            limits = AgentLimits(turns=cell.turns, wall_clock_s=self.settings.wall_clock_s)
-            outcome = await run_agent(task, cell.config, model, workspace, self.evals, record, limits, seed=cell.seed)
+            outcome = await self.run_agent(cell, task, workspace, record)
             fields = {"end_reason": outcome.end_reason, "turns_used": outcome.turns, "submitted": outcome.submitted,
                       "error": outcome.error, **usage_fields(outcome.usage)}
             failure = "model_error" if outcome.end_reason == "model_error" else None
             if failure is None:
                 failure = await self.score(task, outcome.solution, fields, record)
-        except Exception:  # noqa: BLE001 - a harness bug fails this cell, not the matrix
-            fields, failure = {"error": traceback.format_exc()[-4000:]}, "harness_error"
-            record({"type": "harness_error", "t": time.time(), "error": fields["error"]})
+        except Exception as exc:  # noqa: BLE001 - a harness bug fails this cell, not the matrix
+            fields, failure = {"error": traceback.format_exc()[-4000:]}, self.failure_of(exc)
+            record({"type": failure, "t": time.time(), "error": fields["error"]})
         finally:
             trajectory.close()
         self.store.finish_attempt(cell, attempt_id, fields, failure)
         self.progress.cell_finished(cell, describe(fields, failure))
+
+    async def run_agent(self, cell: Cell, task: Task, workspace: Path, record: Callable[[dict], None]
+                        ) -> AgentOutcome:
+        """The cell's agent loop, here on the driver's event loop, in `workspace`."""
+        from d2kbench.agent.loop import AgentLimits, run_agent
+
+        model = self.make_model(cell.model, task, record)
+        limits = AgentLimits(turns=cell.turns, wall_clock_s=self.settings.wall_clock_s)
+        return await run_agent(task, cell.config, model, workspace, self.evals, record, limits, seed=cell.seed)
+
+    def failure_of(self, exc: Exception) -> str:
+        """The store's failure for an exception out of a cell's run: here always a harness bug."""
+        return "harness_error"
 
     def make_model(self, spec: str, task: Task, record: Callable[[dict], None]) -> Any:
         if self.model_factory is None:
