@@ -16,7 +16,6 @@ median; CUDA graph replay for latency-bound workloads). Prints one Markdown tabl
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import statistics
@@ -29,15 +28,8 @@ import triton
 from d2kbench.evaluate.compare import compare_output
 from d2kbench.evaluate.hardware import environment
 from d2kbench.evaluate.timing import Timer, measure_ceilings
+from d2kbench.evaluate.worker import as_tuple, load_module, oracle_input
 from d2kbench.suite import find_task, roofline
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def parse_value(text: str):
@@ -49,16 +41,11 @@ def parse_value(text: str):
     return {"True": True, "False": False}.get(text, text)
 
 
-def as_tuple(out) -> tuple:
-    return out if isinstance(out, tuple) else (out,)
-
-
 def oracle_outputs(ref, task, inputs):
-    if hasattr(ref, "oracle"):
-        return as_tuple(ref.oracle(*inputs))
-    upcast = getattr(torch, task.oracle_upcast)
-    cast = [v.to(upcast) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
-    return as_tuple(ref.reference(*cast))
+    """The oracle's outputs, computed as the evaluator's trusted worker computes them."""
+    oracle = getattr(ref, "oracle", None)
+    upcast = None if oracle else getattr(torch, task.oracle_upcast)
+    return as_tuple((oracle or ref.reference)(*[oracle_input(v, upcast) for v in inputs]))
 
 
 def mismatch(task, workload, ref, inputs, got, expected) -> str | None:
@@ -87,8 +74,8 @@ def main() -> int:
     args = parser.parse_args()
 
     task = find_task(args.task)
-    ref = load(task.reference_path, f"sweep_ref_{task.id}")
-    expert = load(task.expert_path, f"sweep_expert_{task.id}")
+    ref = load_module(task.reference_path, f"sweep_ref_{task.id}")
+    expert = load_module(task.expert_path, f"sweep_expert_{task.id}")
     knobs = {}
     for item in args.set:
         name, _, values = item.partition("=")

@@ -6,20 +6,13 @@ division rounded once to float32, torch's CPU float->e4m3 cast), prints the mism
 times the expert eagerly and by CUDA graph replay (CUDA events, no L2 flush: small workloads only matter here).
 """
 
-import importlib.util
 import sys
 
 import torch
 import triton
 
+from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
-
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def exact(x, group, column_major, ue8m0):
@@ -42,8 +35,8 @@ def order(codes):
 
 def main():
     task = find_task("quant_per_token_group_fp8")
-    ref = load(task.reference_path, "ref")
-    expert = load(task.expert_path, "expert")
+    ref = load_module(task.reference_path, "ref")
+    expert = load_module(task.expert_path, "expert")
     print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())
     names = sys.argv[1:] or [w.name for w in task.workloads if w.split in ("scored", "hidden")]
     for name in names:

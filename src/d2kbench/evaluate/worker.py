@@ -39,6 +39,15 @@ def as_tuple(out: Any) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
+def oracle_input(value: Any, upcast: torch.dtype | None) -> Any:
+    """A copy of an input for the oracle: bf16/fp16/fp32 tensors upcast to `upcast` (None: kept as they are)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if upcast is not None and value.dtype in (torch.bfloat16, torch.float16, torch.float32):
+        return value.to(upcast, copy=True)
+    return value.clone()
+
+
 class Worker:
     def __init__(self, role: str, spool: Path, device: str):
         self.role = role
@@ -213,11 +222,7 @@ class Worker:
 
     def _oracle_copy(self, value: Any) -> Any:
         """A copy of an input for the oracle: upcast floats unless the task defines its own oracle."""
-        if not isinstance(value, torch.Tensor):
-            return value
-        if not self.custom_oracle and value.dtype in (torch.bfloat16, torch.float16, torch.float32):
-            return value.to(self.upcast, copy=True)
-        return value.clone()
+        return oracle_input(value, None if self.custom_oracle else self.upcast)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,9 +14,7 @@ from d2kbench.evaluate.result import EvalResult
 def geomean(values: Iterable[float]) -> float | None:
     """Geometric mean of positive values; None for no values."""
     values = list(values)
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return statistics.geometric_mean(values) if values else None
 
 
 def _scored_geomean(result: EvalResult, field: str) -> float | None:

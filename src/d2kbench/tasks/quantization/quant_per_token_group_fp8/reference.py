@@ -58,13 +58,16 @@ def reference(x, group_size, column_major, ue8m0):
     if ue8m0:
         s = torch.exp2(torch.ceil(torch.log2(s)))
     q = (xg / s).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(M, K)
-    s = s.view(M, K // group_size)
-    if column_major:
-        # DeepGEMM layout: allocated [K // group_size, M] and transposed, strides (1, M)
-        # (also when M or K // group_size is 1, where .t().contiguous().t() would not
-        # change the strides).
-        s = torch.empty(K // group_size, M, dtype=s.dtype, device=s.device).t().copy_(s)
-    return q, s
+    return q, _scale_layout(s.view(M, K // group_size), column_major)
+
+
+def _scale_layout(s, column_major):
+    """The [M, K // group_size] scales row-major, or in DeepGEMM's column-major layout: allocated
+    [K // group_size, M] and transposed, strides (1, M) (also when M or K // group_size is 1, where
+    .t().contiguous().t() would not change the strides)."""
+    if not column_major:
+        return s
+    return torch.empty(s.shape[1], s.shape[0], dtype=s.dtype, device=s.device).t().copy_(s)
 
 
 def _pow2_ceil(s):
@@ -82,10 +85,7 @@ def oracle(x, group_size, column_major, ue8m0):
         s = _pow2_ceil(s)
     y = (xg / s.double()).float()
     q = y.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).view(M, K)
-    s = s.view(M, K // group_size)
-    if column_major:
-        s = torch.empty(K // group_size, M, dtype=s.dtype, device=s.device).t().copy_(s)
-    return q, s
+    return q, _scale_layout(s.view(M, K // group_size), column_major)
 
 
 def derived(workload, inputs):
