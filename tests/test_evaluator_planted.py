@@ -40,6 +40,21 @@ def test_expert_passes_and_reports_each_workload(toy_task):
     assert all(w.timings == {} for w in result.workloads)  # no GPU: no timings
 
 
+def test_deferred_work_in_a_thread_is_caught_by_the_dynamic_check(toy_task):
+    """The import dodges a name scan; whatever the scan says, the late write itself is seen."""
+    result = evaluate(toy_task, PLANTED / "deferred_thread.py", EvalOptions(device="cpu", call_timeout_s=20))
+    late = [f for f in result.failures if f.reason == "side_stream"]
+    assert result.verdict == "integrity"
+    assert late and "output 0 changed after the call's stream was synchronized" in late[0].detail
+
+
+def test_evaluation_reports_where_its_time_went(toy_task):
+    result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    assert set(result.phases_s) == {"start_workers", "inputs_and_oracle", "correctness"}
+    assert all(v > 0 for v in result.phases_s.values())
+    assert sum(result.phases_s.values()) <= result.elapsed_s
+
+
 def test_segfault_names_the_signal(toy_task):
     result = evaluate(toy_task, PLANTED / "segfault.py", EvalOptions(device="cpu"))
     assert "SIGSEGV" in result.detail

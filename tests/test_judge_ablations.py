@@ -7,6 +7,7 @@ import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, evaluate
 from d2kbench.judge.calibrate import calibration_set
+from d2kbench.judge.prompts import judge_messages
 from d2kbench.suite import load_suite
 
 TASKS = {t.id: t for t in load_suite()}
@@ -26,6 +27,15 @@ def test_ablation_names_its_property_and_differs_from_the_expert(candidate):
     docstring = ast.get_docstring(ast.parse(source)) or ""
     assert f"`{candidate.removed}` removed" in docstring.splitlines()[0]
     assert source != candidate.task.expert_path.read_text()
+
+
+@pytest.mark.parametrize("candidate", ABLATIONS)
+def test_ablated_property_records_its_h200_cost_which_no_judge_sees(candidate):
+    prop = next(p for p in candidate.task.rubric if p.id == candidate.removed)
+    assert "bench/results/" in prop.h200_cost, f"{prop.id}: no measured H200 cost with its results folder"
+    for kind in ("design", "implementation"):
+        system, user = judge_messages(candidate.task, kind, "x = 1")
+        assert prop.h200_cost not in system + user
 
 
 @pytest.mark.parametrize("candidate", ABLATIONS)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
+from d2kbench.evaluate.ncu import NcuProfile, ncu_available, profile_ncu
 from d2kbench.evaluate.result import EvalResult
 from d2kbench.suite import Task
 
+T = TypeVar("T")
+
 
 class EvalService(Protocol):
+    """What the tools call. Optional: `async ncu_profile(task, candidate) -> NcuProfile` (LocalEvalService
+    has it; without it the profile tool says that there is no ncu summary)."""
+
     async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult: ...
 
     async def compile_report(self, task: Task, candidate: Path) -> list[dict]: ...
@@ -55,22 +62,37 @@ class LocalEvalService:
                 self._free.put_nowait(device)
         return self._free
 
-    async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult:
-        """Evaluate on the first free device. A caller cancelled meanwhile (a run's wall clock) does not
-        free the device before the evaluation's thread is done with it."""
+    async def _on_free_device(self, work: Callable[[str], T]) -> T:
+        """`work(device)` in a thread on the first free device. A caller cancelled meanwhile (a run's wall
+        clock) does not free the device before the thread is done with it."""
         free = self._queue()
         device = await free.get()
 
-        async def evaluate_then_free() -> EvalResult:
+        async def work_then_free() -> T:
             try:
-                return await asyncio.to_thread(evaluate, task, candidate, dataclasses.replace(options, device=device))
+                return await asyncio.to_thread(work, device)
             finally:
                 free.put_nowait(device)
 
-        job = asyncio.ensure_future(evaluate_then_free())
+        job = asyncio.ensure_future(work_then_free())
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
         return await asyncio.shield(job)
 
+    async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult:
+        """Evaluate on the first free device."""
+        return await self._on_free_device(
+            lambda device: evaluate(task, candidate, dataclasses.replace(options, device=device)))
+
     async def compile_report(self, task: Task, candidate: Path) -> list[dict[str, Any]]:
         return await asyncio.to_thread(compile_report, task, candidate)
+
+    async def ncu_profile(self, task: Task, candidate: Path) -> NcuProfile:
+        """ncu's summary of one call on the first scored workload, on a free GPU; or why there is none."""
+        workload = task.split("scored")[0].name
+        if not self.gpu:
+            return NcuProfile(workload, error="interpreter mode (no GPU): hardware counters need one")
+        reason = ncu_available()
+        if reason:
+            return NcuProfile(workload, error=reason)
+        return await self._on_free_device(lambda device: profile_ncu(task, candidate, device, workload))

@@ -15,6 +15,7 @@ from typing import Any
 from d2kbench.agent.evalservice import EvalService
 from d2kbench.agent.models.base import ToolCall
 from d2kbench.evaluate.evaluator import EvalOptions
+from d2kbench.evaluate.ncu import KernelSummary, NcuProfile
 from d2kbench.evaluate.result import EvalResult
 from d2kbench.suite import Task
 
@@ -44,7 +45,8 @@ TOOLS: list[dict[str, Any]] = [
     _tool("benchmark", "Check and time solution.py on the visible workloads: per workload your time, the PyTorch "
           "reference's time and the speedup."),
     _tool("profile", "Compile every Triton kernel that solution.py launches for sm_90 and report registers, "
-          "spills, shared memory, num_warps, num_stages and whether it uses wgmma."),
+          "spills, shared memory, num_warps, num_stages and whether it uses wgmma; on a GPU, also Nsight Compute "
+          "counters of one call (duration, DRAM and SM throughput, occupancy, top stall reason per kernel)."),
     _tool("submit", "Submit solution.py as it stands now as your answer. This ends your work on the task."),
 ]
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
@@ -191,10 +193,12 @@ class Toolbox:
     async def tool_profile(self) -> ToolOutcome:
         self._need_solution()
         kernels = await self.evals.compile_report(self.task, self.solution)
-        text = format_compile_report(kernels)
-        if self.gpu:
-            text += "\n(ncu hardware counters are not collected by this harness yet.)"
-        return ToolOutcome(text)
+        ncu_profile = getattr(self.evals, "ncu_profile", None)
+        if ncu_profile is None:
+            ncu = "no ncu summary: this evaluation service does not collect hardware counters"
+        else:
+            ncu = format_ncu(await ncu_profile(self.task, self.solution))
+        return ToolOutcome(format_compile_report(kernels) + "\n" + ncu)
 
     async def tool_submit(self) -> ToolOutcome:
         self._need_solution()
@@ -249,3 +253,31 @@ def format_compile_report(kernels: list[dict[str, Any]]) -> str:
             f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}"
         )
     return "\n".join(lines)
+
+
+def format_ncu(profile: NcuProfile, max_kernels: int = 16) -> str:
+    if profile.error:
+        return f"no ncu summary: {profile.error}"
+    kernels = profile.kernels
+    total = sum(k.duration_us or 0.0 for k in kernels)
+    lines = [f"ncu, one call of run on workload {profile.workload} ({len(kernels)} kernel launches, {total:.2f} us "
+             "of kernel time; throughput and occupancy in % of the GPU's sustained peak):"]
+    lines += [f"- {format_kernel(k)}" for k in kernels[:max_kernels]]
+    if len(kernels) > max_kernels:
+        rest = sum(k.duration_us or 0.0 for k in kernels[max_kernels:])
+        lines.append(f"- ... {len(kernels) - max_kernels} more launches, {rest:.2f} us")
+    return "\n".join(lines)
+
+
+def format_kernel(k: KernelSummary) -> str:
+    def num(value: float | int | None, spec: str = ".1f", unit: str = "%") -> str:
+        return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+    name = k.name if len(k.name) <= 60 else k.name[:57] + "..."
+    dram = num(None if k.dram_bytes is None else k.dram_bytes / 1e6, ".3f", " MB")
+    text = (f"{name} grid={k.grid} block={k.block}: {num(k.duration_us, '.2f', ' us')}, DRAM {num(k.dram_pct)} "
+            f"({dram}), memory {num(k.memory_pct)}, SM {num(k.sm_pct)}, occupancy {num(k.occupancy_pct)}, "
+            f"registers/thread {num(k.registers, 'd', '')}, shared/block {num(k.shared_bytes, 'd', ' B')}")
+    if k.top_stall:
+        text += f", top stall {k.top_stall[0]} ({k.top_stall[1]:.1f} cycles/instr)"
+    return text

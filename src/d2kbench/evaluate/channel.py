@@ -86,8 +86,15 @@ def pack_value(value: Any, spool: Path) -> dict[str, Any]:
     """Describe one argument or result; tensors are written to a file in `spool`."""
     if isinstance(value, torch.Tensor):
         path = spool / f"{uuid.uuid4().hex}.bin"
-        flat = value.detach().contiguous().reshape(-1)
-        flat.view(torch.uint8).cpu().numpy().tofile(path)
+        flat = value.detach().contiguous().reshape(-1).view(torch.uint8)
+        if flat.numel():
+            # Copy straight into the mapped file: one copy, no staging buffer (tofile is several times slower).
+            mapped = np.memmap(path, dtype=np.uint8, mode="w+", shape=(flat.numel(),))
+            torch.from_numpy(mapped).copy_(flat)
+            mapped.flush()
+            del mapped
+        else:
+            path.touch()
         return {
             "tensor": path.name,
             "dtype": dtype_name(value.dtype),
@@ -100,8 +107,13 @@ def pack_value(value: Any, spool: Path) -> dict[str, Any]:
     raise ProtocolError(f"cannot send a {type(value).__name__}: only tensors, numbers, booleans and None")
 
 
-def unpack_value(desc: dict[str, Any], spool: Path, *, consume: bool = True) -> Any:
-    """The value a `pack_value` description stands for (tensors land on the CPU, contiguous)."""
+def unpack_value(desc: dict[str, Any], spool: Path, *, consume: bool = True, mapped: bool = False) -> Any:
+    """The value a `pack_value` description stands for (tensors land on the CPU, contiguous).
+
+    With `mapped` the tensor is a private copy-on-write mapping of the file (no copy at all: gigabyte
+    inputs cost nothing until read). Only for files from a trusted writer: a mapping may still see
+    later writes to the file, so files from the candidate's worker are read into fresh memory.
+    """
     if "scalar" in desc:
         return desc["scalar"]
     name = str(desc.get("tensor", ""))
@@ -110,11 +122,19 @@ def unpack_value(desc: dict[str, Any], spool: Path, *, consume: bool = True) -> 
     dtype = to_dtype(str(desc["dtype"]))
     shape = [int(s) for s in desc["shape"]]
     path = spool / name
-    raw = np.fromfile(path, dtype=np.uint8)
-    if consume:
-        path.unlink(missing_ok=True)
     itemsize = torch.empty((), dtype=dtype).element_size()
     numel = int(np.prod(shape)) if shape else 1
-    if raw.size != numel * itemsize:
-        raise ProtocolError(f"tensor file {name} holds {raw.size} bytes, expected {numel * itemsize}")
+    size = path.stat().st_size
+    if size != numel * itemsize:
+        raise ProtocolError(f"tensor file {name} holds {size} bytes, expected {numel * itemsize}")
+    if size == 0:
+        if consume:
+            path.unlink(missing_ok=True)
+        return torch.empty(shape, dtype=dtype)
+    if mapped:
+        raw = np.memmap(path, dtype=np.uint8, mode="c", shape=(size,))
+    else:
+        raw = np.fromfile(path, dtype=np.uint8)
+    if consume:
+        path.unlink(missing_ok=True)
     return torch.from_numpy(raw).view(dtype).reshape(shape)

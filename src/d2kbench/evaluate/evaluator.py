@@ -123,6 +123,16 @@ class Evaluation:
         self.slot_set: dict[str, dict[int, int]] = {}
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
 
+    @contextmanager
+    def phase(self, name: str):
+        """Add the wall time of the block to `result.phases_s[name]` (where an evaluation's time goes)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = self.result.phases_s.get(name, 0.0) + time.perf_counter() - start
+            self.result.phases_s[name] = round(spent, 3)
+
     def slot_id(self, workload: str, index: int) -> int:
         """The worker slot of one input set of one workload (numbered in this evaluation only)."""
         base = self.slot_bases.setdefault(workload, 1000 * (len(self.slot_bases) + 1))
@@ -194,8 +204,9 @@ class Evaluation:
         return [channel.pack_value(v, worker.spool) for v in values]
 
     def unpack(self, descs: list[dict[str, Any]], worker: WorkerProcess) -> list[Any]:
-        """Values from `worker`'s spool folder."""
-        return [channel.unpack_value(d, worker.spool) for d in descs]
+        """Values from `worker`'s spool folder (the trusted worker's mapped, the candidate's copied)."""
+        mapped = worker is self.trusted
+        return [channel.unpack_value(d, worker.spool, mapped=mapped) for d in descs]
 
     def record_sandbox(self) -> None:
         """What confined the candidate's worker, as the sandbox reported it."""
@@ -280,14 +291,14 @@ class Evaluation:
         name = workload.name
         reply = self.cand.request(
             {"op": "call", "fn": "run", "slot": self.slot_id(name, slot), "guard": True, "poison": True,
-             "return_inputs": True},
+             "return_inputs": True, "check_inputs": True},
             self.options.call_timeout_s,
         )
         outputs = self.unpack(reply["outputs"], self.cand)
         after = self.unpack(reply["inputs"], self.cand)
         findings = reply["findings"]
         failures = self.integrity_failures(findings, workload)
-        failures += self.mutation_failures(workload, expected_set, after)
+        failures += self.mutation_failures(workload, findings)
         mismatch = self.compare(workload, expected_set, outputs, after, [d.get("strides") for d in reply["outputs"]])
         if mismatch is not None:
             reason, detail = mismatch
@@ -325,19 +336,22 @@ class Evaluation:
             out.append(Failure("integrity", "aten_op", f"torch did work inside the call: {listed}", name))
         if findings.get("aliasing"):
             out.append(Failure("integrity", "alias", "; ".join(findings["aliasing"]), name))
+        if findings.get("late_writes"):
+            out.append(Failure("integrity", "side_stream",
+                               f"{', '.join(findings['late_writes'])} changed after the call's stream was "
+                               "synchronized: work left running on another stream or in a thread", name))
         if findings.get("not_tensor"):
             out.append(Failure("integrity", "not_plain_tensor",
                                f"outputs {findings['not_tensor']} are not plain torch.Tensor objects", name))
         return out
 
-    def mutation_failures(self, workload: Workload, expected_set: int, after: list[Any]) -> list[Failure]:
-        """Inputs not declared as written must come back bit for bit unchanged."""
-        before = self.inputs[workload.name][expected_set]
-        changed = [
-            self.task.inputs[i].name
-            for i, (b, a) in enumerate(zip(before, after, strict=True))
-            if isinstance(b, torch.Tensor) and i not in self.task.written_inputs and not same_bytes(a, b)
-        ]
+    def mutation_failures(self, workload: Workload, findings: dict[str, Any]) -> list[Failure]:
+        """Inputs not declared as written must stay bit for bit unchanged (checked in the worker, on the device)."""
+        if "mutated" not in findings:
+            return [Failure("integrity", "forged_result", "the worker's reply lacks the unchanged-input check",
+                            workload.name)]
+        changed = [self.task.inputs[int(i)].name for i in findings["mutated"]
+                   if int(i) not in self.task.written_inputs]
         if changed:
             return [Failure("integrity", "input_mutated", f"the call modified its inputs {changed}", workload.name)]
         return []
@@ -365,8 +379,9 @@ class Evaluation:
         for k, spec in enumerate(specs):
             if spec.compare == "custom":
                 continue
+            # On a GPU machine the parent compares on the GPU: a CPU pass over a gigabyte output takes seconds.
             mismatch = compare_output(
-                spec, got[k], expected[k], workload.dtype,
+                spec, got[k].to(self.device), expected[k].to(self.device), workload.dtype,
                 got_strides=strides[k] if k < len(strides) else None,
                 expected_strides=want_strides[k] if k < len(want_strides) else None,
             )
@@ -395,6 +410,8 @@ class Evaluation:
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
+            if rnd == self.options.rounds and not self.rotate_candidate_slots(workload, wr, slots):
+                return
             for fn, worker in fns:
                 times = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=False,
                                          validate=(rnd == self.options.rounds))
@@ -416,6 +433,18 @@ class Evaluation:
             )
         self.score_workload(workload, wr)
 
+    def rotate_candidate_slots(self, workload: Workload, wr: WorkloadResult, slots: list[int]) -> bool:
+        """Before the validated round, move the input sets between the candidate's slots in place, so
+        outputs cached by pointer or call count in the timed runs no longer match (False on a fault)."""
+        try:
+            self.cand.request({"op": "rotate", "slots": slots}, self.options.call_timeout_s)
+        except (RequestFailed, WorkerFault) as exc:
+            self.result.add(self.candidate_fault(exc, workload))
+            return False
+        held = self.slot_set[workload.name]
+        self.slot_set[workload.name] = {k: held[(k + 1) % len(slots)] for k in range(len(slots))}
+        return True
+
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
@@ -424,7 +453,8 @@ class Evaluation:
             start = time.perf_counter()
             try:
                 if worker is self.trusted:
-                    reply = self.trusted_request(message)
+                    with self.cand.paused():  # nothing of the candidate's runs beside the baselines
+                        reply = self.trusted_request(message)
                 else:
                     reply = worker.request(message, self.options.call_timeout_s)
             except RequestFailed as exc:
@@ -446,9 +476,9 @@ class Evaluation:
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - self.slot_id(workload.name, 0)
                 outs = self.unpack(descs, self.cand)
+                after = self.unpack(reply["inputs"][slot_key], self.cand)
                 expected_set = self.slot_set[workload.name][index]
-                mismatch = self.compare(workload, expected_set, outs, self.inputs[workload.name][expected_set],
-                                        [d.get("strides") for d in descs])
+                mismatch = self.compare(workload, expected_set, outs, after, [d.get("strides") for d in descs])
                 if mismatch:
                     self.result.add(Failure("incorrect", "timed_output_mismatch",
                                             f"an output of the timed runs is wrong: {mismatch[1]}", workload.name))
@@ -509,19 +539,22 @@ class Evaluation:
         self.scan()
         workloads = select_workloads(self.task, self.options, self.gpu)
         self.result.workloads = [WorkloadResult(w.name, w.split) for w in workloads]
-        trusted, cand = self.spawn("trusted"), self.spawn("candidate")  # both import torch at once
-        try:
-            self.start_trusted(trusted)
-        except (RequestFailed, WorkerFault) as exc:
-            cand.kill()
-            raise InfraError(f"the trusted worker did not start: {exc}") from exc
-        if not self.start_candidate(cand):
-            return
+        with self.phase("start_workers"):
+            trusted, cand = self.spawn("trusted"), self.spawn("candidate")  # both import torch at once
+            try:
+                self.start_trusted(trusted)
+            except (RequestFailed, WorkerFault) as exc:
+                cand.kill()
+                raise InfraError(f"the trusted worker did not start: {exc}") from exc
+            if not self.start_candidate(cand):
+                return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
-            self.prepare_workload(workload)
+            with self.phase("inputs_and_oracle"):
+                self.prepare_workload(workload)
             before = len(self.result.failures)
             try:
-                self.check_workload(workload, wr)
+                with self.phase("correctness"):
+                    self.check_workload(workload, wr)
             except (RequestFailed, WorkerFault) as exc:
                 failure = self.candidate_fault(exc, workload)
                 self.result.add(failure)
@@ -532,7 +565,8 @@ class Evaluation:
         timed = self.gpu and self.options.time and self.result.verdict == "pass"
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
             if timed and workload.split == "scored" and self.result.verdict == "pass":
-                self.time_workload(workload, wr)
+                with self.phase("timing"):
+                    self.time_workload(workload, wr)
             self.drop(workload)
         if self.cand is not None:
             self.result.log_tail = self.cand.log_tail()
@@ -551,12 +585,6 @@ class Evaluation:
 
 class InfraError(RuntimeError):
     """A fault of the harness or the GPU itself: never scored against the candidate."""
-
-
-def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
 
 
 def workload_dict(w: Workload) -> dict[str, Any]:

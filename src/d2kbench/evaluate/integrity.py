@@ -6,11 +6,14 @@
   aten run inside the call, records every other op by name, and poisons fresh allocations so that
   elements the kernel never writes show up as NaN (floats) or 0xA5 bytes (integers).
 - `aliasing` finds outputs that share memory with an input or with each other.
+- `late_writes` finds outputs that change after the caller's stream is synchronized: work left
+  running on another stream or in a thread, which the stream's timing events would not see.
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -140,3 +143,32 @@ def aliasing(outputs: Iterable[torch.Tensor], inputs: Iterable[torch.Tensor]) ->
             if ptr == ptr2 and lo < hi2 and lo2 < hi:
                 found.append(f"{name} shares memory with {other}")
     return found
+
+
+LATE_WORK_WAIT_S = 0.05  # how long deferred work gets to show itself after the call's stream is done
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8))
+
+
+def late_writes(outputs: Iterable[object], inputs: list[object], written: Iterable[int],
+                device: torch.device) -> list[str]:
+    """The outputs (and inputs written in place) that change after the caller's stream is synchronized.
+
+    The snapshots are copies enqueued on the current stream behind the call, so they see exactly what
+    a consumer on that stream would; then deferred work gets `LATE_WORK_WAIT_S` and the whole device
+    is synchronized, and whatever differs from its snapshot was written by work the call left behind.
+    """
+    watched = [(f"output {i}", t) for i, t in enumerate(outputs) if isinstance(t, torch.Tensor)]
+    watched += [(f"input {i}", inputs[i]) for i in written if isinstance(inputs[i], torch.Tensor)]
+    with _disable_current_modes(), torch.no_grad():
+        snapshots = [t.clone() for _, t in watched]
+        if device.type == "cuda":
+            torch.cuda.current_stream(device).synchronize()
+        time.sleep(LATE_WORK_WAIT_S)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return [name for (name, t), snap in zip(watched, snapshots, strict=True) if not same_bytes(snap, t)]

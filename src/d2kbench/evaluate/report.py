@@ -14,7 +14,9 @@ def format_result(r: EvalResult) -> str:
     if r.detail:
         lines.append(f"  {r.detail}")
     where = "GPU " + r.environment.get("gpu", r.device) if r.mode == "gpu" else "CPU, Triton interpreter (no timings)"
-    lines.append(f"  on {where}; {len(r.workloads)} workload(s); {r.elapsed_s:.1f} s")
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items())
+    spent = f"{r.elapsed_s:.1f} s" + (f" ({phases})" if phases else "")
+    lines.append(f"  on {where}; {len(r.workloads)} workload(s); {spent}")
     for w in r.workloads:
         status = {True: "ok", False: "FAIL", None: "not run"}[w.correct]
         line = f"  [{w.split}] {w.name}: {status}"

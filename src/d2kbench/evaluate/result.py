@@ -99,6 +99,7 @@ class EvalResult:
     findings: list[Finding] = field(default_factory=list)  # the static scan of the candidate's source
     environment: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall time per phase of the evaluation
 
     @property
     def correct(self) -> bool:

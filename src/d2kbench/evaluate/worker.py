@@ -96,7 +96,7 @@ class Worker:
         return {"inputs": [channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
 
     def put_inputs(self, req: dict) -> dict:
-        values = [channel.unpack_value(d, self.spool) for d in req["inputs"]]
+        values = [channel.unpack_value(d, self.spool, mapped=True) for d in req["inputs"]]
         values = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
         slot = int(req["slot"])
         if req.get("in_place"):
@@ -123,24 +123,26 @@ class Worker:
                     out = self.functions[fn_name](*inputs)
             else:
                 out = self.functions[fn_name](*inputs)
-        self._sync()
         outs = as_tuple(out)
         findings: dict[str, Any] = {
             "launches": self.launches.count,
             "forbidden_ops": dict(guard.forbidden),
             "not_tensor": [i for i, o in enumerate(outs) if type(o) is not torch.Tensor],
         }
+        if req.get("guard", False):
+            # What the caller's stream sees when it is synchronized, against what lands later.
+            findings["late_writes"] = integrity.late_writes(outs, inputs, self.written, self.device)
+        self._sync()
         tensors = [o for o in outs if isinstance(o, torch.Tensor)]
         findings["aliasing"] = integrity.aliasing(tensors, inputs)
+        if req.get("check_inputs"):
+            findings["mutated"] = self._mutated(slot, inputs)
         reply = {
             "outputs": [channel.pack_value(o, self.spool) for o in outs],
             "findings": findings,
         }
         if req.get("return_inputs"):
-            reply["inputs"] = [
-                channel.pack_value(v, self.spool) if isinstance(v, torch.Tensor) else {"scalar": None}
-                for v in inputs
-            ]
+            reply["inputs"] = self._written_after(inputs)
         return reply
 
     def time(self, req: dict) -> dict:
@@ -169,6 +171,7 @@ class Worker:
                 str(slot): [channel.pack_value(o, self.spool) for o in as_tuple(out)]
                 for slot, out in outputs.items()
             }
+            reply["inputs"] = {str(slot): self._written_after(self.slots[slot]) for slot in outputs}
         return reply
 
     def compile(self, req: dict) -> dict:
@@ -189,6 +192,22 @@ class Worker:
 
         return {"ceilings": measure_ceilings(self.device)}
 
+    def rotate(self, req: dict) -> dict:
+        """Shift the input sets one slot along `slots`, in place at the same addresses (slot k gets the
+        contents of slot k+1, the last gets the first's): an output cache keyed on pointers goes stale."""
+        slots = [int(s) for s in req["slots"]]
+        first = [v.clone() if isinstance(v, torch.Tensor) else v for v in self.slots[slots[0]]]
+        for dst, src in zip(slots, slots[1:] + [None], strict=True):
+            values = first if src is None else self.slots[src]
+            for i, (old, new) in enumerate(zip(self.slots[dst], values, strict=True)):
+                if isinstance(old, torch.Tensor):
+                    old.copy_(new)
+                else:
+                    self.slots[dst][i] = new
+            self._store(dst, self.slots[dst])
+        self._sync()
+        return {}
+
     def drop(self, req: dict) -> dict:
         for slot in req["slots"]:
             self.slots.pop(int(slot), None)
@@ -200,13 +219,29 @@ class Worker:
 
     # -- helpers ------------------------------------------------------------------------------
     def _store(self, slot: int, inputs: list[Any]) -> None:
+        """Keep a slot's inputs and a pristine copy: of the written ones (restored before each timed
+        call) and, in the candidate's worker, of every tensor (the unchanged-input check)."""
         self.slots[slot] = inputs
         self.prepared.pop(slot, None)
-        self.pristine[slot] = {i: inputs[i].clone() for i in self.written}
+        keep = [i for i, v in enumerate(inputs)
+                if isinstance(v, torch.Tensor) and (i in self.written or self.role == "candidate")]
+        self.pristine[slot] = {i: inputs[i].clone() for i in keep}
+
+    def _written_after(self, inputs: list[Any]) -> list[dict[str, Any]]:
+        """The inputs written in place, as they are now (they are outputs); the others travel as None:
+        they are checked here, on the device, against the worker's own copy (`_mutated`)."""
+        return [channel.pack_value(v, self.spool) if i in self.written and isinstance(v, torch.Tensor)
+                else {"scalar": None} for i, v in enumerate(inputs)]
+
+    def _mutated(self, slot: int, inputs: list[Any]) -> list[int]:
+        """The inputs not declared as written that a call changed, compared bit for bit on the device."""
+        return [i for i, before in self.pristine.get(slot, {}).items()
+                if i not in self.written and not integrity.same_bytes(before, inputs[i])]
 
     def _restore(self, slot: int) -> None:
         for i, value in self.pristine.get(slot, {}).items():
-            self.slots[slot][i].copy_(value)
+            if i in self.written:
+                self.slots[slot][i].copy_(value)
 
     def _inputs_for(self, fn_name: str, slot: int) -> list[Any]:
         inputs = self.slots[slot]
@@ -240,6 +275,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "ceilings": worker.ceilings,
         "compile": worker.compile,
         "drop": worker.drop,
+        "rotate": worker.rotate,
     }
     channel.write_message(fd_out, {"ok": True, "ready": True, "pid": os.getpid()})
     while True:
@@ -254,6 +290,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")
             reply = handlers[op](req)
+            worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
             channel.write_message(fd_out, {"ok": True, **reply})
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"

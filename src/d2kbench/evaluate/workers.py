@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,25 @@ class WorkerProcess:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+    @contextmanager
+    def paused(self):
+        """Stop the worker's process group (SIGSTOP) for the block, then let it go on (SIGCONT).
+
+        While the trusted worker times the baselines the candidate's process launches nothing: a
+        thread that keeps the GPU busy to slow the reference is frozen with it.
+        """
+        try:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            yield
+        finally:
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     @property
     def alive(self) -> bool:

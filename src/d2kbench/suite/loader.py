@@ -232,6 +232,7 @@ def _rubric(file: Path) -> tuple[RubricProperty, ...]:
                 weight=float(t.number("weight", minimum=0.0)),
                 title=t.text("title"),
                 verify=t.text("verify"),
+                h200_cost=t.text("h200_cost", default=""),
             )
         )
         if props[-1].weight <= 0:

@@ -88,6 +88,7 @@ class RubricProperty:
     weight: float
     title: str
     verify: str
+    h200_cost: str = ""  # what removing it cost on the H200 (ablation runs); never shown to a judge
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,162 @@
+"""The integrity checks on the GPU (issue 6): planted candidates get their verdicts, and baseline
+sabotage from the candidate's process leaves the reference time unchanged.
+
+    PYTHONPATH=src python3 bench/gpu_integrity.py [--tasks quant_per_token_group_fp8] [--json FILE]
+
+Part 1 evaluates every planted candidate of tests/planted on the toy axpy task on the GPU and
+compares its verdict with the expected one (the CPU tests' table plus the GPU-only cheats).
+Part 2, per task: the expert evaluated as a candidate (clean), then the expert with a sabotage
+prelude appended (flags flipped, a long GPU kernel queued at import, or a thread that keeps the
+GPU busy), with the static scan switched off for the sabotaged runs so that the process split,
+the per-request device sync and the pause of the candidate's process are shown to hold alone.
+The reference's median time must stay within 3% of the clean run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from d2kbench.evaluate import static_scan
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from d2kbench.suite import find_task, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANTED = ROOT / "tests" / "planted"
+EXPECTED = {  # file: (verdict, a reason that must be among the failures)
+    "wrong_values.py": ("incorrect", "mismatch"),
+    "nan_one.py": ("incorrect", "nan"),
+    "untouched_tail.py": ("incorrect", "nan"),
+    "stale_by_address.py": ("integrity", "stale_output"),
+    "stale_by_shape.py": ("integrity", "stale_output"),
+    "aliased_output.py": ("integrity", "alias"),
+    "torch_does_work.py": ("integrity", "aten_op"),
+    "no_triton.py": ("integrity", "no_triton_launch"),
+    "mutates_input.py": ("integrity", "input_mutated"),
+    "raises.py": ("error", "exception"),
+    "syntax_error.py": ("error", "import_error"),
+    "no_run.py": ("error", "no_run"),
+    "segfault.py": ("crash", "worker_died"),
+    "exit_with_fake_verdict.py": ("crash", "worker_died"),
+    "infinite_loop.py": ("timeout", "call_timeout"),
+    "static_patches_torch.py": ("integrity", "forbidden_code"),
+    "deferred_thread.py": ("integrity", "side_stream"),
+    "timed_pointer_cache.py": ("incorrect", "timed_output_mismatch"),
+    "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
+    "sandbox_reads_task_files.py": (None, None),
+    "sandbox_writes_outside.py": (None, None),
+    "sandbox_opens_socket.py": (None, None),
+}
+
+SABOTAGE = {
+    "flags_and_queued_kernel": '''
+import torch as _torch
+import triton as _triton
+import triton.language as _tl
+_torch.backends.cuda.matmul.allow_tf32 = True
+_torch.backends.cudnn.allow_tf32 = True
+_torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+_torch.backends.cuda.enable_flash_sdp(False)
+_torch.set_float32_matmul_precision("medium")
+
+
+@_triton.jit
+def _spin(ptr, iters):
+    acc = _tl.load(ptr + _tl.program_id(0))
+    for _ in range(iters):
+        acc = acc * 1.0000001 + 1e-7
+    _tl.store(ptr + _tl.program_id(0), acc)
+
+
+_spin_buffer = _torch.ones(132 * 16, device="cuda")
+_spin[(132 * 16,)](_spin_buffer, 1_000_000_000)  # about two seconds of GPU work queued at import
+''',
+    "busy_thread": '''
+import threading as _threading
+import torch as _torch
+
+_big = _torch.empty(1 << 28, dtype=_torch.uint8, device="cuda")
+_other = _torch.empty_like(_big)
+
+
+def _hog():
+    while True:
+        _other.copy_(_big)
+
+
+_threading.Thread(target=_hog, daemon=True).start()
+''',
+}
+
+
+def planted_part(names: list[str], results: list[dict]) -> bool:
+    task = load_task(ROOT / "tests" / "fixtures" / "toy_axpy")
+    ok = True
+    print("| planted | verdict | reasons | expected | |\n|---|---|---|---|---|")
+    for name in names:
+        verdict, reason = EXPECTED[name]
+        r = evaluate(task, PLANTED / name, EvalOptions(call_timeout_s=15, load_timeout_s=60))
+        reasons = sorted({f.reason for f in r.failures})
+        good = verdict is None or (r.verdict == verdict and reason in reasons)
+        ok &= good
+        print(f"| {name} | {r.verdict}/{r.reason} | {', '.join(reasons)} | {verdict}/{reason} | "
+              f"{'ok' if good else 'WRONG'} |")
+        results.append({"part": "planted", "file": name, "verdict": r.verdict, "reason": r.reason,
+                        "reasons": reasons, "expected": [verdict, reason], "ok": good, "detail": r.detail[:300]})
+    return ok
+
+
+def reference_ms(result) -> dict[str, float]:
+    return {w.name: w.timings["reference"].median_ms for w in result.workloads if "reference" in w.timings}
+
+
+def sabotage_part(task_ids: list[str], results: list[dict]) -> bool:
+    ok = True
+    scan = static_scan.forbidden_summary
+    for task_id in task_ids:
+        task = find_task(task_id)
+        clean = evaluate(task, task.expert_path, EvalOptions())
+        base = reference_ms(clean)
+        print(f"\n## {task_id}: clean expert {clean.verdict}; reference ms {base}")
+        for label, prelude in SABOTAGE.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "candidate.py"
+                path.write_text(task.expert_path.read_text() + "\n" + prelude)
+                static_scan.forbidden_summary = lambda findings: None  # the dynamic defences alone
+                try:
+                    r = evaluate(task, path, EvalOptions())
+                finally:
+                    static_scan.forbidden_summary = scan
+            got = reference_ms(r)
+            drift = {w: got[w] / base[w] - 1 for w in got if w in base}
+            good = r.verdict == "pass" and bool(drift) and all(abs(d) <= 0.03 for d in drift.values())
+            ok &= good
+            shown = ", ".join(f"{w} {d:+.1%}" for w, d in drift.items())
+            print(f"- {label}: {r.verdict}/{r.reason}; reference drift {shown or '-'}; "
+                  f"{'ok' if good else 'CHANGED'} ({r.detail[:200]})")
+            results.append({"part": "sabotage", "task": task_id, "variant": label, "verdict": r.verdict,
+                            "reason": r.reason, "clean_reference_ms": base, "reference_ms": got,
+                            "drift": drift, "ok": good})
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="quant_per_token_group_fp8")
+    parser.add_argument("--planted", default="", help="comma-separated planted files (default: all)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results: list[dict] = []
+    ok = planted_part(args.planted.split(",") if args.planted else list(EXPECTED), results)
+    ok &= sabotage_part([t for t in args.tasks.split(",") if t], results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print("\nALL OK" if ok else "\nSOME CHECKS FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The tensor files of the private channel: round trips, mapped reads, size checks."""
+
+import pytest
+import torch
+
+from d2kbench.evaluate import channel
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int32, torch.uint8, torch.bool])
+def test_round_trip_keeps_bytes_shape_and_consumes_the_file(tmp_path, dtype, mapped):
+    value = (torch.randn(37, 5) * 100).to(dtype).t()  # non-contiguous: travels contiguous
+    desc = channel.pack_value(value, tmp_path)
+    back = channel.unpack_value(desc, tmp_path, mapped=mapped)
+    assert back.dtype == dtype and back.shape == value.shape and back.is_contiguous()
+    assert torch.equal(back, value)
+    assert desc["strides"] == list(value.stride())
+    assert not any(tmp_path.iterdir())
+
+
+def test_mapped_tensor_is_private_and_outlives_its_file(tmp_path):
+    desc = channel.pack_value(torch.arange(1000, dtype=torch.float32), tmp_path)
+    back = channel.unpack_value(desc, tmp_path, mapped=True)
+    back.add_(1)  # copy-on-write: writable, and the file (already unlinked) is not touched
+    assert float(back.sum()) == sum(range(1, 1001))
+
+
+def test_empty_and_scalar_values(tmp_path):
+    empty = channel.unpack_value(channel.pack_value(torch.empty(0, 4), tmp_path), tmp_path, mapped=True)
+    assert empty.shape == (0, 4)
+    assert channel.unpack_value(channel.pack_value(2.5, tmp_path), tmp_path) == 2.5
+
+
+def test_a_file_of_the_wrong_size_is_refused(tmp_path):
+    desc = channel.pack_value(torch.ones(10), tmp_path)
+    (tmp_path / desc["tensor"]).write_bytes(b"\0" * 12)
+    with pytest.raises(channel.ProtocolError, match="holds 12 bytes, expected 40"):
+        channel.unpack_value(desc, tmp_path)

@@ -1,0 +1,126 @@
+"""The ncu summary of the profile tool, on the CPU: the raw-CSV parser, the failure lines, and the tool's
+output where there is no GPU (ncu itself runs only on a GPU: bench/diag/ncu_profile_check.py)."""
+
+import asyncio
+
+import torch
+
+from d2kbench.agent import LocalEvalService
+from d2kbench.agent import evalservice as evalservice_module
+from d2kbench.agent.models.base import ToolCall
+from d2kbench.agent.tools import Toolbox
+from d2kbench.evaluate import ncu
+from d2kbench.evaluate.ncu import KernelSummary, NcuProfile, failure_message, ncu_available, parse_raw_csv
+
+FIXED = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
+        '"Device","CC",'
+STALL_LS = ncu.stall_metric("long_scoreboard")
+STALL_BAR = ncu.stall_metric("barrier")
+COLUMNS = ["dram__bytes.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+           "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_duration.sum",
+           "launch__registers_per_thread", "launch__shared_mem_per_block_dynamic",
+           "launch__shared_mem_per_block_static", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+           "sm__warps_active.avg.pct_of_peak_sustained_active", STALL_BAR, STALL_LS]
+# as `ncu --csv --page raw --print-units base` writes it to its log file, ==PROF== lines included
+RAW = "\n".join([
+    "==PROF== Connected to process 4242 (/usr/bin/python3.11)",
+    "==PROF== Profiling \"_moe_align_kernel\" - 0: 0%....50%....100% - 9 passes",
+    "==PROF== Profiling \"vectorized_elementwise_kernel\" - 1: 0%....50%....100% - 9 passes",
+    "==PROF== Disconnected from process 4242",
+    FIXED + ",".join(f'"{c}"' for c in COLUMNS),
+    '"","","","","","","","","","","",' + ",".join(f'"{u}"' for u in [
+        "byte", "%", "%", "nsecond", "register/thread", "byte/block", "byte/block", "%", "%", "", ""]),
+    '"0","4242","python3.11","127.0.0.1","_moe_align_kernel","1","7","(128, 1, 1)","(132, 1, 1)","0","9.0",'
+    '"1,234,567","45.12","50.3","12,345","40","16,384","0","12.5","38.04","0.51","3.27"',
+    '"1","4242","python3.11","127.0.0.1","vectorized_elementwise_kernel","1","7","(128, 1, 1)","(8, 1, 1)","0",'
+    '"9.0","n/a","0.8","1.1","2,016","16","0","0","0.4","n/a","0","0"',
+])
+
+
+def test_raw_csv_gives_one_summary_per_launch():
+    first, second = parse_raw_csv(RAW)
+    assert first == KernelSummary(
+        name="_moe_align_kernel", grid="(132,1,1)", block="(128,1,1)", duration_us=12.345, dram_pct=45.12,
+        dram_bytes=1234567.0, memory_pct=50.3, sm_pct=12.5, occupancy_pct=38.04, registers=40, shared_bytes=16384,
+        top_stall=("long_scoreboard", 3.27))
+    assert second.name == "vectorized_elementwise_kernel" and second.duration_us == 2.016
+    assert second.dram_bytes is None and second.occupancy_pct is None  # "n/a"
+    assert second.top_stall is None and second.shared_bytes == 0  # no stall above zero
+
+
+def test_scaled_units_missing_metrics_and_no_csv():
+    text = "\n".join([FIXED + '"gpu__time_duration.sum","dram__bytes.sum","launch__shared_mem_per_block_dynamic"',
+                      '"","","","","","","","","","","","usecond","Mbyte","Kbyte/block"',
+                      '"0","1","p","h","k","1","7","(64, 1, 1)","(1, 1, 1)","0","9.0","1.5","2.5","4"'])
+    (k,) = parse_raw_csv(text)
+    assert (k.duration_us, k.dram_bytes, k.shared_bytes) == (1.5, 2.5e6, 4000)
+    assert k.registers is None and k.sm_pct is None and k.top_stall is None
+    assert parse_raw_csv("==PROF== Connected to process 1\n==WARNING== No kernels were profiled.\n") == []
+    assert parse_raw_csv("") == []
+
+
+def test_failures_become_one_line():
+    assert failure_message(None, "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "") == \
+        ncu.PERMISSION
+    assert failure_message(None, "==PROF== x\n==ERROR== Failed to find metric foo\n==ERROR== later", "") == \
+        "Failed to find metric foo"
+    assert failure_message(None, "==WARNING== No kernels were profiled.", "").startswith("ncu profiled no kernel")
+    assert "\n" not in failure_message(RuntimeError("a\nb"), "", "line one\nlast line\n")
+
+
+def test_ncu_available_says_why_not(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ncu_available() == "no CUDA GPU is visible"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(ncu.shutil, "which", lambda name: None)
+    assert ncu_available() == "ncu (Nsight Compute) is not on PATH"
+
+
+def test_ncu_available_on_this_cpu_machine(toy_task, tmp_path):
+    if not torch.cuda.is_available():
+        assert ncu_available() == "no CUDA GPU is visible"
+    profile = ncu.profile_ncu(toy_task, tmp_path / "solution.py", device="cpu")
+    assert profile == NcuProfile("n1m", error="ncu needs a CUDA device, not cpu")
+
+
+def profile_output(task, tmp_path, evals, gpu):
+    (tmp_path / "solution.py").write_text("def run(x, y, alpha):\n    return x\n")
+    toolbox = Toolbox(task, tmp_path, evals, gpu=gpu, output_chars=16000)
+    return asyncio.run(toolbox.call(ToolCall("a", "profile", "{}"))).output
+
+
+REPORT = [{"kernel": "axpy_kernel", "constexprs": {"BLOCK": 1024}, "num_warps": 4, "num_stages": 3, "ok": True,
+           "registers": 18, "spill_store_bytes": 0, "spill_load_bytes": 0, "shared_bytes": 0,
+           "stack_frame_bytes": 0, "wgmma": False}]
+
+
+def test_profile_tool_without_a_gpu_keeps_the_compile_report_and_says_why(toy_task, tmp_path, monkeypatch):
+    monkeypatch.setattr(evalservice_module, "compile_report", lambda task, candidate: REPORT)
+    out = profile_output(toy_task, tmp_path, LocalEvalService(["cpu"]), gpu=False)
+    assert out.startswith("sm_90 compile report") and "axpy_kernel(BLOCK=1024) num_warps=4" in out
+    assert out.splitlines()[-1] == "no ncu summary: interpreter mode (no GPU): hardware counters need one"
+    monkeypatch.setattr(evalservice_module, "ncu_available", lambda: "ncu (Nsight Compute) is not on PATH")
+    out = profile_output(toy_task, tmp_path, LocalEvalService(["cuda:0"]), gpu=True)
+    assert "registers=18" in out and out.splitlines()[-1] == "no ncu summary: ncu (Nsight Compute) is not on PATH"
+
+
+def test_profile_tool_appends_one_line_per_kernel(toy_task, tmp_path, monkeypatch):
+    monkeypatch.setattr(evalservice_module, "compile_report", lambda task, candidate: REPORT)
+    monkeypatch.setattr(evalservice_module, "ncu_available", lambda: None)
+    seen = []
+
+    def fake_profile(task, candidate, device, workload):
+        seen.append((candidate.name, device, workload))
+        return NcuProfile(workload, parse_raw_csv(RAW))
+
+    monkeypatch.setattr(evalservice_module, "profile_ncu", fake_profile)
+    out = profile_output(toy_task, tmp_path, LocalEvalService(["cuda:1"]), gpu=True)
+    assert seen == [("solution.py", "cuda:1", "n1m")]
+    lines = out.splitlines()
+    assert lines[0].startswith("sm_90 compile report") and lines[2].startswith(
+        "ncu, one call of run on workload n1m (2 kernel launches, 14.36 us of kernel time")
+    assert lines[3] == ("- _moe_align_kernel grid=(132,1,1) block=(128,1,1): 12.35 us, DRAM 45.1% (1.235 MB), "
+                        "memory 50.3%, SM 12.5%, occupancy 38.0%, registers/thread 40, shared/block 16384 B, "
+                        "top stall long_scoreboard (3.3 cycles/instr)")
+    assert lines[4].startswith("- vectorized_elementwise_kernel grid=(8,1,1)") and "DRAM 0.8% (n/a)" in lines[4]
+    assert len(lines) == 5
