@@ -45,6 +45,10 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "static_patches_torch.py": ("integrity", "forbidden_code"),
     "deferred_thread.py": ("integrity", "side_stream"),
     "timed_pointer_cache.py": ("incorrect", "timed_output_mismatch"),
+    "gpu_illegal_address.py": ("crash", "cuda_error"),
+    "gpu_endless_kernel.py": ("timeout", "call_timeout"),
+    "gpu_side_stream.py": ("integrity", "side_stream"),
+    "gpu_torch_behind_guard.py": ("integrity", "foreign_kernel"),
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),
@@ -101,6 +105,10 @@ def planted_part(names: list[str], results: list[dict]) -> bool:
         r = evaluate(task, PLANTED / name, EvalOptions(call_timeout_s=15, load_timeout_s=60))
         reasons = sorted({f.reason for f in r.failures})
         good = verdict is None or (r.verdict == verdict and reason in reasons)
+        if name == "gpu_endless_kernel.py":  # the GPU is usable again: the expert still passes after it
+            after = evaluate(task, task.expert_path, EvalOptions(time=False))
+            good &= after.verdict == "pass"
+            reasons.append(f"expert afterwards: {after.verdict}")
         ok &= good
         print(f"| {name} | {r.verdict}/{r.reason} | {', '.join(reasons)} | {verdict}/{reason} | "
               f"{'ok' if good else 'WRONG'} |")

@@ -1,8 +1,11 @@
 """The evaluator against planted candidates: each gets the right verdict and reason code."""
 
-import pytest
+import dataclasses
 
-from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+import pytest
+import torch
+
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, InfraError, evaluate
 from tests.conftest import PLANTED
 
 CASES = [
@@ -53,6 +56,8 @@ def test_evaluation_reports_where_its_time_went(toy_task):
     assert set(result.phases_s) == {"start_workers", "inputs_and_oracle", "correctness"}
     assert all(v > 0 for v in result.phases_s.values())
     assert sum(result.phases_s.values()) <= result.elapsed_s
+    assert {"trusted.make_inputs", "trusted.call", "candidate.put_inputs", "candidate.call",
+            "parent.compare"} <= set(result.requests_s)
 
 
 def test_segfault_names_the_signal(toy_task):
@@ -66,3 +71,31 @@ def test_worker_is_replaced_after_a_crash(toy_task):
     assert len(result.workloads) == 2
     assert all(w.correct is False for w in result.workloads)
     assert all("worker_died" in w.errors[0] for w in result.workloads)
+
+
+def test_a_tolerance_that_admits_a_trivial_output_is_infra_never_a_pass(toy_task):
+    """With atol far above the outputs' size, zeros would pass: the evaluation refuses to score it."""
+    loose = dataclasses.replace(toy_task.outputs[0], atol={"float32": 1e3, "float16": 1e3})
+    task = dataclasses.replace(toy_task, outputs=(loose,))
+    result = evaluate(task, task.expert_path, EvalOptions(device="cpu", workloads=("n200",)))
+    assert (result.verdict, result.reason) == ("infra", "harness_error")
+    assert "output z passes the comparison with all zeros" in result.detail
+
+
+@pytest.mark.parametrize("offset,label", [(0.0, "the output of another input set"), (100.0, "the constant")])
+def test_a_tolerance_that_admits_a_constant_or_another_sets_output_is_refused(toy_task, offset, label):
+    """Zeros fail here; a constant (outputs near their mean) or input-blind outputs must fail too."""
+    spec = dataclasses.replace(toy_task.outputs[0], atol={"float32": 1.0}, rtol={"float32": 0.0})
+    task = dataclasses.replace(toy_task, outputs=(spec,))
+    ev = Evaluation(task, task.expert_path, EvalOptions(device="cpu"))
+    try:
+        spread = torch.linspace(-100, 100, 200, dtype=torch.float64) if offset == 0 else torch.rand(200) * 0.1
+        first = spread + offset
+        ev.expected["n200"] = {0: [first], 1: [first + 0.5]}
+        with pytest.raises(InfraError, match=label):
+            ev.check_tolerance_discriminates(task.workload("n200"))
+        ev.expected["n200"] = {0: [first], 1: [first + 5.0]}
+        if offset == 0:
+            ev.check_tolerance_discriminates(task.workload("n200"))  # a tight enough tolerance passes
+    finally:
+        ev.close()

@@ -124,14 +124,21 @@ class Evaluation:
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
 
     @contextmanager
-    def phase(self, name: str):
-        """Add the wall time of the block to `result.phases_s[name]` (where an evaluation's time goes)."""
+    def phase(self, name: str, into: str = "phases_s"):
+        """Add the wall time of the block to `result.phases_s[name]` (or another dict of seconds)."""
         start = time.perf_counter()
         try:
             yield
         finally:
-            spent = self.result.phases_s.get(name, 0.0) + time.perf_counter() - start
-            self.result.phases_s[name] = round(spent, 3)
+            spent = getattr(self.result, into)
+            spent[name] = round(spent.get(name, 0.0) + time.perf_counter() - start, 3)
+
+    def record_requests(self, worker: WorkerProcess) -> None:
+        """Add a worker's seconds per request op to `result.requests_s` (before it is replaced or closed)."""
+        for op, seconds in worker.spent.items():
+            key = f"{worker.role}.{op}"
+            self.result.requests_s[key] = round(self.result.requests_s.get(key, 0.0) + seconds, 3)
+        worker.spent.clear()
 
     def slot_id(self, workload: str, index: int) -> int:
         """The worker slot of one input set of one workload (numbered in this evaluation only)."""
@@ -186,6 +193,7 @@ class Evaluation:
             except (RequestFailed, WorkerFault) as exc:
                 if attempt == 1 or not isinstance(exc, WorkerFault) and not exc.cuda_fault:
                     raise InfraError(f"the trusted worker failed on {message.get('op')}: {exc}") from exc
+                self.record_requests(self.trusted)
                 self.trusted.kill()
                 self.start_trusted()
                 self.restore_trusted_slots()
@@ -201,12 +209,14 @@ class Evaluation:
 
     def pack(self, values: list[Any], worker: WorkerProcess) -> list[dict[str, Any]]:
         """Values for `worker`, written to its own spool folder."""
-        return [channel.pack_value(v, worker.spool) for v in values]
+        with self.phase("parent.pack", into="requests_s"):
+            return [channel.pack_value(v, worker.spool) for v in values]
 
     def unpack(self, descs: list[dict[str, Any]], worker: WorkerProcess) -> list[Any]:
         """Values from `worker`'s spool folder (the trusted worker's mapped, the candidate's copied)."""
         mapped = worker is self.trusted
-        return [channel.unpack_value(d, worker.spool, mapped=mapped) for d in descs]
+        with self.phase("parent.unpack", into="requests_s"):
+            return [channel.unpack_value(d, worker.spool, mapped=mapped) for d in descs]
 
     def record_sandbox(self) -> None:
         """What confined the candidate's worker, as the sandbox reported it."""
@@ -233,6 +243,7 @@ class Evaluation:
                 failure = Failure("crash", "worker_died", exc.detail, workload.name)
         self.result.log_tail = self.cand.log_tail()
         if not self.cand.alive:
+            self.record_requests(self.cand)
             self.cand.kill()
             self.start_candidate()
         return failure
@@ -259,6 +270,30 @@ class Evaluation:
                 after = self.unpack(oracle["inputs"], self.trusted)
                 outs += [after[k] for k in written]
             self.expected[name][i] = outs
+        self.check_tolerance_discriminates(workload)
+
+    def check_tolerance_discriminates(self, workload: Workload) -> None:
+        """Trivial outputs must fail the task's comparison: zeros, the oracle's mean as a constant, and
+        the oracle's output for another input set (no input sensitivity). If one passes, a passing
+        candidate proves nothing: the task's tolerance is at fault, an infra failure, never a pass."""
+        name = workload.name
+        sets = self.expected[name]
+        for k, spec in enumerate(self.compared_specs()):
+            expected = sets[0][k]
+            if spec.compare not in ("allclose", "fp8") or expected.numel() < 2:
+                continue
+            dtype = getattr(torch, workload.dtype if spec.dtype == "workload" else spec.dtype)
+            mean = float(expected.double().nan_to_num().mean())
+            trivial = {
+                "all zeros": torch.zeros(expected.shape, dtype=dtype),
+                f"the constant {mean:.4g}": torch.full(expected.shape, mean).to(dtype),
+                "the output of another input set": sets[1][k].to(dtype),
+            }
+            for label, value in trivial.items():
+                if compare_output(spec, value.to(self.device), expected.to(self.device), workload.dtype) is None:
+                    raise InfraError(f"task {self.task.id}, workload {name}: output {spec.name} passes the "
+                                     f"comparison with {label}; its tolerance cannot tell a kernel from a trivial "
+                                     "output")
 
     def check_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name, sets = workload.name, self.task.correctness_sets
@@ -283,20 +318,23 @@ class Evaluation:
             self.options.call_timeout_s,
         )
         self.slot_set[name][0] = sets
-        self.checked_call(workload, wr, slot=0, expected_set=sets, stale_check=True)
+        self.checked_call(workload, wr, slot=0, expected_set=sets, stale_check=True, trace=True)
 
     def checked_call(self, workload: Workload, wr: WorkloadResult, slot: int, expected_set: int,
-                     stale_check: bool = False) -> bool:
-        """One guarded, poisoned call; records failures on `wr`; True when everything held."""
+                     stale_check: bool = False, trace: bool = False) -> bool:
+        """One guarded, poisoned call (with `trace`, its GPU kernels listed); records failures on `wr`;
+        True when everything held."""
         name = workload.name
         reply = self.cand.request(
             {"op": "call", "fn": "run", "slot": self.slot_id(name, slot), "guard": True, "poison": True,
-             "return_inputs": True, "check_inputs": True},
+             "return_inputs": True, "check_inputs": True, "trace": trace},
             self.options.call_timeout_s,
         )
         outputs = self.unpack(reply["outputs"], self.cand)
         after = self.unpack(reply["inputs"], self.cand)
         findings = reply["findings"]
+        if findings.get("trace_error"):  # the profiler's fault, not the candidate's: noted, no verdict
+            self.result.environment["kernel_trace_error"] = str(findings["trace_error"])[:300]
         failures = self.integrity_failures(findings, workload)
         failures += self.mutation_failures(workload, findings)
         mismatch = self.compare(workload, expected_set, outputs, after, [d.get("strides") for d in reply["outputs"]])
@@ -336,6 +374,17 @@ class Evaluation:
             out.append(Failure("integrity", "aten_op", f"torch did work inside the call: {listed}", name))
         if findings.get("aliasing"):
             out.append(Failure("integrity", "alias", "; ".join(findings["aliasing"]), name))
+        kernels = findings.get("kernels") or {}
+        if kernels.get("foreign"):
+            out.append(Failure("integrity", "foreign_kernel",
+                               f"the call ran kernels that are neither its Triton kernels nor torch's "
+                               f"initialisation or copy kernels: {', '.join(kernels['foreign'][:5])}", name))
+        if kernels.get("ops") and not ops:
+            out.append(Failure("integrity", "aten_op", "torch did work inside the call with the op guard switched "
+                               f"off: {', '.join('aten.' + op for op in kernels['ops'][:8])}", name))
+        if kernels.get("streams"):
+            out.append(Failure("integrity", "side_stream",
+                               f"the call's kernels ran on {len(kernels['streams'])} streams", name))
         if findings.get("late_writes"):
             out.append(Failure("integrity", "side_stream",
                                f"{', '.join(findings['late_writes'])} changed after the call's stream was "
@@ -364,6 +413,11 @@ class Evaluation:
     def compare(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any],
                 strides: list[Any]) -> tuple[str, str] | None:
         """Compare with the oracle: (reason, detail) of the first difference, or None."""
+        with self.phase("parent.compare", into="requests_s"):
+            return self._compare(workload, expected_set, outputs, after, strides)
+
+    def _compare(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any],
+                 strides: list[Any]) -> tuple[str, str] | None:
         n_returned = len(self.task.returned_outputs)
         if len(outputs) != n_returned or any(not isinstance(o, torch.Tensor) for o in outputs):
             return "output_count", (f"returned {len(outputs)} value(s) of types {[type(o).__name__ for o in outputs]}; "
@@ -524,7 +578,10 @@ class Evaluation:
         """Stop both workers and remove the spool and scratch folders."""
         for worker in (self.cand, self.trusted):
             if worker is not None:
+                self.record_requests(worker)
                 worker.close()
+        if self.cand is not None and self.cand.sandbox is not None:
+            self.cand.sandbox.keep_cache(self.cand.home)
         shutil.rmtree(self.spool, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
 

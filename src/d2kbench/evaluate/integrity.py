@@ -6,6 +6,9 @@
   aten run inside the call, records every other op by name, and poisons fresh allocations so that
   elements the kernel never writes show up as NaN (floats) or 0xA5 bytes (integers).
 - `aliasing` finds outputs that share memory with an input or with each other.
+- `traced_call` lists the GPU kernels of one call (torch.profiler / CUPTI) and `kernel_findings`
+  names those that are neither the candidate's Triton kernels nor torch's initialisation and copy
+  kernels (a vendor library reached outside aten) and calls whose kernels ran on several streams.
 - `late_writes` finds outputs that change after the caller's stream is synchronized: work left
   running on another stream or in a thread, which the stream's timing events would not see.
 """
@@ -13,9 +16,11 @@
 from __future__ import annotations
 
 import functools
+import json
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -81,6 +86,7 @@ class TritonLaunches:
 
     def __init__(self) -> None:
         self.count = 0
+        self.names: set[str] = set()  # the launched kernels' function names (their names on the GPU)
         self._patched: list[tuple[type, str, object]] = []
 
     def install(self) -> None:
@@ -110,6 +116,7 @@ class TritonLaunches:
             warmup = kwargs.get("warmup", False)
             if counts and not warmup:
                 launches.count += 1
+                launches.names.add(getattr(getattr(args[0], "fn", None), "__name__", "?"))
             with _disable_current_modes():
                 return original(*args, **kwargs)
 
@@ -172,3 +179,56 @@ def late_writes(outputs: Iterable[object], inputs: list[object], written: Iterab
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return [name for (name, t), snap in zip(watched, snapshots, strict=True) if not same_bytes(snap, t)]
+
+
+# The profiler records composite ops too (the guard sees what they decompose into), and the guard's
+# own poisoning (`set_`): none of them computes.
+PROFILED_ALLOWED_OPS = ALLOWED_OPS | frozenset(
+    {"to", "type_as", "reshape_as", "item", "set_", "detach_", "is_same_size", "is_nonzero", "size", "stride"}
+)
+
+# torch's own kernels for the initialisation and copy ops that the op guard allows (its arithmetic
+# kernels are foreign: they mean the guard was bypassed)
+TORCH_HOUSEKEEPING = ("fill", "copy", "memset", "memcpy")
+
+
+def traced_call(call: Callable[[], object], device: torch.device) -> tuple[object, list[dict] | None, str | None]:
+    """Run `call` under torch.profiler (CUDA activity); (its result, its kernels, why there is no trace).
+
+    Each kernel is {"name", "stream"}. A profiler that cannot start is not the candidate's fault: the
+    call then runs untraced and the reason comes back instead of the kernels.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.__enter__()
+    except Exception as exc:  # noqa: BLE001 - any profiler failure means no trace, never a verdict
+        return call(), None, f"{type(exc).__name__}: {exc}"
+    try:
+        out = call()
+        torch.cuda.synchronize(device)
+    finally:
+        prof.__exit__(None, None, None)
+    with tempfile.NamedTemporaryFile(suffix=".json", dir=".") as trace:
+        prof.export_chrome_trace(trace.name)
+        events = json.load(open(trace.name)).get("traceEvents", [])
+    kernels = [{"name": str(e.get("name", "")), "stream": (e.get("args") or {}).get("stream")}
+               for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    # aten ops as the dispatcher saw them: also those run with the Python dispatch modes switched off
+    kernels += [{"name": str(e["name"]), "op": True} for e in events
+                if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("aten::")]
+    return out, kernels, None
+
+
+def kernel_findings(kernels: list[dict], triton_names: Iterable[str]) -> dict[str, list[str]]:
+    """`foreign`: kernels that are not the candidate's Triton kernels nor torch housekeeping;
+    `streams`: the streams the call's kernels ran on, when there are several; `ops`: aten ops
+    outside the allowlist that the dispatcher ran (the op guard bypassed)."""
+    names = tuple(triton_names)
+    ops = sorted({k["name"].removeprefix("aten::") for k in kernels if k.get("op")} - PROFILED_ALLOWED_OPS)
+    kernels = [k for k in kernels if not k.get("op")]
+    foreign = sorted({k["name"] for k in kernels if not k["name"].startswith(names)
+                      and not any(h in k["name"].lower() for h in TORCH_HOUSEKEEPING)})
+    streams = sorted({str(k["stream"]) for k in kernels if k.get("stream") is not None})
+    return {"foreign": foreign, "streams": streams if len(streams) > 1 else [], "ops": ops}

@@ -16,6 +16,7 @@ REASONS = {
     "integrity": (
         "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
         "patched_timer", "below_physical_floor", "forged_result", "side_stream", "forbidden_code",
+        "foreign_kernel",
     ),
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
@@ -100,6 +101,7 @@ class EvalResult:
     environment: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)  # wall time per phase of the evaluation
+    requests_s: dict[str, float] = field(default_factory=dict)  # per worker request op, and the parent's own work
 
     @property
     def correct(self) -> bool:

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from d2kbench.evaluate import candidate_cache
+
 log = logging.getLogger("d2kbench.sandbox")
 
 MECHANISMS = ("cgroup_pids", "netns", "rlimit_memory", "rlimit_cpu", "uid", "landlock")
@@ -86,6 +88,8 @@ class Sandbox:
         self._uid_lock: Any = None
         self.cgroup: Path | None = None
         self.status: dict[str, Any] = {}
+        self.staged_source: Path | None = None  # the candidate file, where its compiled kernels are kept
+        self.staged_uid: int | None = None
 
     def prepare(self, home: Path, spool: Path) -> list[str]:
         """Take a uid and a cgroup, hand the folders to the uid; the child's command prefix."""
@@ -121,7 +125,15 @@ class Sandbox:
         if self.uid is not None:
             os.chown(folder, self.uid, self.uid)
             os.chown(staged, self.uid, self.uid)
+        if self.gpu:  # the interpreter compiles nothing
+            self.staged_source, self.staged_uid = source, self.uid
+            candidate_cache.restore(source, home / "triton", self.uid)
         return staged
+
+    def keep_cache(self, home: Path) -> None:
+        """Keep the candidate's compiled kernels for its next evaluation (after its processes are gone)."""
+        if self.staged_source is not None:
+            candidate_cache.save(self.staged_source, home / "triton", self.staged_uid)
 
     def record(self, status: dict[str, Any]) -> None:
         """Keep the child's report; warn once per process for each mechanism that is missing."""

@@ -117,15 +117,22 @@ class Worker:
         inputs = self._inputs_for(fn_name, slot)
         guard = integrity.OpGuard(poison=bool(req.get("poison", False)))
         self.launches.count = 0
+        self.launches.names.clear()
+        kernels, trace_error = None, None
         with torch.no_grad():
             if req.get("guard", False):
                 with guard:
-                    out = self.functions[fn_name](*inputs)
+                    if req.get("trace") and self.device.type == "cuda":
+                        out, kernels, trace_error = integrity.traced_call(
+                            lambda: self.functions[fn_name](*inputs), self.device)
+                    else:
+                        out = self.functions[fn_name](*inputs)
             else:
                 out = self.functions[fn_name](*inputs)
         outs = as_tuple(out)
         findings: dict[str, Any] = {
             "launches": self.launches.count,
+            "trace_error": trace_error,
             "forbidden_ops": dict(guard.forbidden),
             "not_tensor": [i for i, o in enumerate(outs) if type(o) is not torch.Tensor],
         }
@@ -133,6 +140,8 @@ class Worker:
             # What the caller's stream sees when it is synchronized, against what lands later.
             findings["late_writes"] = integrity.late_writes(outs, inputs, self.written, self.device)
         self._sync()
+        if kernels is not None:
+            findings["kernels"] = integrity.kernel_findings(kernels, self.launches.names)
         tensors = [o for o in outs if isinstance(o, torch.Tensor)]
         findings["aliasing"] = integrity.aliasing(tensors, inputs)
         if req.get("check_inputs"):

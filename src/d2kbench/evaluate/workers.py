@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ class WorkerProcess:
         os.close(rep_w)
         self.fd_req, self.fd_rep = req_w, rep_r
         self._ready = False
+        self.spent: dict[str, float] = {}  # seconds per request op, reply included
 
     def stage(self, candidate: Path) -> Path:
         """The candidate file as this worker loads it: a copy in its home when sandboxed."""
@@ -109,11 +111,16 @@ class WorkerProcess:
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request; return its reply, raise `RequestFailed` or `WorkerFault`."""
         self.wait_ready()
+        start = time.perf_counter()
         try:
             channel.write_message(self.fd_req, message)
         except (BrokenPipeError, OSError):
             raise self._fault() from None
-        reply = self._await(timeout)
+        try:
+            reply = self._await(timeout)
+        finally:
+            op = str(message.get("op"))
+            self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - start
         if not reply.get("ok"):
             failed = RequestFailed(reply)
             failed.stopped_by = "out_of_memory" if reply.get("out_of_memory") else self._limit_hit()

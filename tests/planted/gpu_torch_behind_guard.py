@@ -1,0 +1,17 @@
+"""Planted (GPU only): lets torch do the work with the dispatch modes switched off, so the op guard
+never sees the ops; one token Triton launch. Only the kernel trace can see torch's kernels."""
+
+import torch
+import triton
+from torch.utils import _python_dispatch
+
+
+@triton.jit
+def token_kernel(x_ptr, n):
+    pass
+
+
+def run(x, y, alpha):
+    token_kernel[(1,)](x, 0)
+    with getattr(_python_dispatch, "_disable_" + "current_modes")():
+        return torch.add(y, x, alpha=alpha)
