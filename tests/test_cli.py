@@ -49,3 +49,18 @@ def test_tasks_list_and_show():
     assert "attn_decode_paged_gqa" in ids
     shown = json.loads(d2k("tasks", "show", "moe_align_block_size", "--json").stdout)
     assert shown["id"] == "moe_align_block_size" and shown["workloads"]
+
+
+def test_bench_table_has_one_cell_per_column_with_errors_beside_the_references():
+    from d2kbench.suitecheck import _bench_markdown
+
+    timing = {"median_ms": 0.2, "graph_median_ms": None, "min_ms": 0.1, "max_ms": 0.3, "samples": 5}
+    work = {"name": "w", "timings": {"reference": timing, "candidate": {**timing, "median_ms": 0.1}},
+            "speedup": 2.0, "achieved_tbps": 1.5, "achieved_tflops": 0.0, "sol_fraction": 0.5,
+            "error": {"out": 1.5e-3}, "reference_error": {"out": 4e-3}}
+    summary = {"environment": {"gpu": "H200"}, "date": "today", "results": [
+        {"task": "t", "verdict": "pass", "workloads": [work]},
+        {"task": "u", "verdict": "crash", "reason": "worker_died", "detail": "died", "workloads": []}]}
+    rows = [line for line in _bench_markdown(summary).splitlines() if line.startswith("| ")]
+    assert len({line.count("|") for line in rows}) == 1, rows
+    assert "out 1.50e-03 / 4.00e-03" in rows[1] and "| - | 100.0 | 2.00x | - | - |" in rows[1]

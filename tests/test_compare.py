@@ -2,9 +2,10 @@
 
 import dataclasses
 
+import pytest
 import torch
 
-from d2kbench.evaluate.compare import compare_output
+from d2kbench.evaluate.compare import compare_output, output_error
 from d2kbench.suite import OutputSpec
 
 BASE = OutputSpec(name="o", dtype="float32", shape="", compare="allclose", atol={"*": 1e-3}, rtol={"*": 1e-3},
@@ -73,3 +74,13 @@ def test_exact():
     g = e.clone()
     g[3] = 0
     assert compare_output(spec(dtype="int32", compare="exact"), g, e, "float32").reason == "mismatch"
+
+
+def test_output_error_is_relative_rms_for_allclose_and_code_share_for_fp8():
+    expected = torch.tensor([3.0, 4.0, float("inf")], dtype=torch.float64)
+    got = torch.tensor([3.0, 4.5, float("inf")], dtype=torch.float32)
+    assert output_error(spec(), got, expected) == pytest.approx(0.5 / 5.0)
+    codes = torch.tensor([1.0, 2.0, 4.0, 8.0]).to(torch.float8_e4m3fn)
+    off = torch.tensor([1.0, 2.0, 4.5, 8.0]).to(torch.float8_e4m3fn)
+    assert output_error(spec(compare="fp8"), off, codes) == pytest.approx(0.25)
+    assert output_error(spec(compare="exact"), got, expected) is None

@@ -99,3 +99,13 @@ def test_a_tolerance_that_admits_a_constant_or_another_sets_output_is_refused(to
             ev.check_tolerance_discriminates(task.workload("n200"))  # a tight enough tolerance passes
     finally:
         ev.close()
+
+
+def test_errors_against_the_oracle_are_reported_for_candidate_and_reference(toy_task):
+    result = evaluate(toy_task, PLANTED / "wrong_values.py", EvalOptions(device="cpu"))
+    assert all(w.error == {} for w in result.workloads)  # a failed first call reports no error
+    result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu", reference_error=True))
+    for w in result.workloads:
+        assert set(w.error) == {"z"} and set(w.reference_error) == {"z"}
+        assert 0 <= w.error["z"] < 1e-2 and 0 <= w.reference_error["z"] < 1e-2
+    assert evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu")).workloads[0].reference_error == {}

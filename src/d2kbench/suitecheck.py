@@ -60,7 +60,7 @@ def bench_suite(ids: list[str] | None, device: str = "auto", out: Path | None = 
         return 2
     results = []
     for task in _select(ids):
-        r = evaluate(task, task.expert_path, EvalOptions(comparator=True, device=device))
+        r = evaluate(task, task.expert_path, EvalOptions(comparator=True, reference_error=True, device=device))
         print(format_result(r), flush=True)
         results.append(r.to_json())
     summary = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -75,26 +75,28 @@ def _bench_markdown(summary: dict) -> str:
     env = summary["environment"]
     head = (f"# suite bench, {env.get('gpu', '?')}, torch {env.get('torch')}, triton {env.get('triton')}, "
             f"{summary['date']}\n\nTimes are medians in microseconds (CUDA graph replay where the workload is "
-            "latency-bound). Speedups are over the plain-PyTorch reference.\n\n")
+            "latency-bound). Speedups are over the plain-PyTorch reference. Errors are against the oracle on "
+            "one input set, per output: relative RMS error (fp8 codes: the share that differ), the expert's "
+            "then the reference's.\n\n")
     rows = ["| task | workload | reference | comparator | expert | expert speedup | comparator speedup | "
-            "expert vs comparator | TB/s | TFLOP/s | SOL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "expert vs comparator | TB/s | TFLOP/s | SOL | error expert / reference |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["results"]:
         if r["verdict"] != "pass":
-            rows.append(f"| {r['task']} | - | {r['verdict']} ({r['reason']}): {r['detail'][:80]} |||||||||")
+            rows.append(f"| {r['task']} | - | {r['verdict']} ({r['reason']}): {r['detail'][:80]} ||||||||||")
             continue
         for w in r["workloads"]:
             t = {k: (v["graph_median_ms"] or v["median_ms"]) * 1e3 for k, v in w["timings"].items()}
             if not t:
                 continue
             comp = t.get("comparator")
-            rows.append(
-                f"| {r['task']} | {w['name']} | {t['reference']:.1f} | {comp:.1f} | {t['candidate']:.1f} | "
-                f"{w['speedup']:.2f}x | {t['reference'] / comp:.2f}x | {comp / t['candidate']:.2f}x | "
-                f"{w['achieved_tbps']:.2f} | {w['achieved_tflops']:.1f} | {w['sol_fraction']:.0%} |"
-                if comp else
-                f"| {r['task']} | {w['name']} | {t['reference']:.1f} | - | {t['candidate']:.1f} | {w['speedup']:.2f}x "
-                f"| - | - | {w['achieved_tbps']:.2f} | {w['achieved_tflops']:.1f} | {w['sol_fraction']:.0%} |"
-            )
+            errors = "; ".join(f"{k} {v:.2e} / {w['reference_error'][k]:.2e}" if k in w["reference_error"]
+                               else f"{k} {v:.2e}" for k, v in w["error"].items())
+            versus = (f"{comp:.1f} | {t['candidate']:.1f} | {w['speedup']:.2f}x | {t['reference'] / comp:.2f}x | "
+                      f"{comp / t['candidate']:.2f}x" if comp else
+                      f"- | {t['candidate']:.1f} | {w['speedup']:.2f}x | - | -")
+            rows.append(f"| {r['task']} | {w['name']} | {t['reference']:.1f} | {versus} | {w['achieved_tbps']:.2f} | "
+                        f"{w['achieved_tflops']:.1f} | {w['sol_fraction']:.0%} | {errors} |")
     return head + "\n".join(rows) + "\n"
 
 

@@ -113,3 +113,19 @@ def _compare_fp8(spec: OutputSpec, got: torch.Tensor, expected: torch.Tensor) ->
         return Mismatch("mismatch", f"{spec.name}: {frac:.3%} of codes differ, more than the "
                         f"{spec.max_step_frac:.3%} allowed")
     return None
+
+
+def output_error(spec: OutputSpec, got: torch.Tensor, expected: torch.Tensor) -> float | None:
+    """How far `got` is from the oracle: the relative RMS error ||got - oracle|| / ||oracle|| over the
+    finite elements (allclose outputs), the share of codes that differ (fp8); None for other rules."""
+    if got.shape != expected.shape or got.numel() == 0:
+        return None
+    if spec.compare == "fp8":
+        g, e = got.view(torch.uint8), expected.to(got.dtype).view(torch.uint8)
+        return float((g != e).double().mean())
+    if spec.compare != "allclose":
+        return None
+    g, e = got.to(torch.float64), expected.to(torch.float64)
+    both = torch.isfinite(g) & torch.isfinite(e)
+    norm = float(e[both].norm())
+    return float((g - e)[both].norm()) / norm if norm > 0 else None

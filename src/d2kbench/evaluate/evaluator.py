@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from d2kbench.evaluate import channel, hardware, static_scan
-from d2kbench.evaluate.compare import compare_output
+from d2kbench.evaluate.compare import compare_output, output_error
 from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, Timing, WorkloadResult
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
@@ -50,6 +50,7 @@ class EvalOptions:
     rounds: int = 5  # timing rounds; each round times every function once, alternating workers
     batch_ms: float = 100.0  # target length of one timed batch
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
+    reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
 
 
 def resolve_device(device: str) -> str:
@@ -307,6 +308,11 @@ class Evaluation:
             self.slot_set[name][i] = i
             if not self.checked_call(workload, wr, slot=i, expected_set=i):
                 return
+        if self.options.reference_error:
+            reply = self.trusted_request({"op": "call", "fn": "reference", "slot": self.slot_id(name, 0),
+                                          "return_inputs": True})
+            wr.reference_error = self.errors(workload, 0, self.unpack(reply["outputs"], self.trusted),
+                                             self.unpack(reply["inputs"], self.trusted))
         # Fresh inputs written over set 0 at the same addresses must give fresh outputs.
         shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][0]]
         if shapes != [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][sets]]:
@@ -351,6 +357,8 @@ class Evaluation:
                                         f"match the new inputs: {detail}", name))
             else:
                 failures.append(Failure("incorrect", reason, detail, name))
+        elif expected_set == 0:
+            wr.error = self.errors(workload, 0, outputs, after)
         for f in failures:
             self.result.add(f)
             wr.errors.append(f"{f.verdict}/{f.reason}: {f.detail}")
@@ -442,6 +450,17 @@ class Evaluation:
             if mismatch:
                 return mismatch.reason, mismatch.detail
         return None
+
+    def errors(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any]) -> dict[str, float]:
+        """Each compared output's distance from the oracle (`compare.output_error`), where it has one."""
+        got = list(outputs) + [after[k] for k in self.task.written_inputs]
+        out = {}
+        for spec, g, e in zip(self.compared_specs(), got, self.expected[workload.name][expected_set], strict=False):
+            if isinstance(g, torch.Tensor):
+                value = output_error(spec, g.to(self.device), e.to(self.device))
+                if value is not None:
+                    out[spec.name] = value
+        return out
 
     def custom_check(self, workload: Workload, expected_set: int, got: list[Any], expected: list[Any]) -> str | None:
         from d2kbench.evaluate.taskcode import reference_module

@@ -82,6 +82,9 @@ class WorkloadResult:
     sol_fraction: float | None = None  # max(bytes/BW, FLOPs/peak) / candidate time, measured ceilings
     achieved_tbps: float | None = None
     achieved_tflops: float | None = None
+    # against the oracle on the first input set, per compared output: relative RMS error (fp8: share of codes off)
+    error: dict[str, float] = field(default_factory=dict)
+    reference_error: dict[str, float] = field(default_factory=dict)  # the same for the PyTorch reference
 
 
 @dataclass
