@@ -22,8 +22,12 @@ def write_replay(path):
 
 
 def statuses(out):
+    """The cells' statuses; none while the driver has created the file but not yet its tables."""
     with sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True) as db:
-        return db.execute("SELECT status FROM cells ORDER BY seed").fetchall()
+        try:
+            return db.execute("SELECT status FROM cells ORDER BY seed").fetchall()
+        except sqlite3.OperationalError:  # no such table (yet), or the database is locked for a moment
+            return []
 
 
 def test_kill_9_mid_cell_then_resume_runs_every_cell_exactly_once(tmp_path):
