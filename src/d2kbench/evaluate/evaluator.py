@@ -219,6 +219,13 @@ class Evaluation:
         with self.phase("parent.unpack", into="requests_s"):
             return [channel.unpack_value(d, worker.spool, mapped=mapped) for d in descs]
 
+    def put_report_inputs(self, workload: Workload, worker: WorkerProcess, timeout: float) -> None:
+        """Make `workload`'s inputs (seed 0) in the trusted worker and put them into `worker`'s slot 0: the
+        inputs of a report (compile, ncu), never of a verdict."""
+        reply = self.trusted_request({"op": "make_inputs", "workload": workload_dict(workload), "slot": 0, "seed": 0})
+        inputs = self.pack(self.unpack(reply["inputs"], self.trusted), worker)
+        worker.request({"op": "put_inputs", "slot": 0, "inputs": inputs}, timeout)
+
     def record_sandbox(self) -> None:
         """What confined the candidate's worker, as the sandbox reported it."""
         sandbox = self.cand.sandbox if self.cand else None
@@ -290,8 +297,9 @@ class Evaluation:
                 f"the constant {mean:.4g}": torch.full(expected.shape, mean).to(dtype),
                 "the output of another input set": sets[1][k].to(dtype),
             }
+            expected = expected.to(self.device)
             for label, value in trivial.items():
-                if compare_output(spec, value.to(self.device), expected.to(self.device), workload.dtype) is None:
+                if compare_output(spec, value.to(self.device), expected, workload.dtype) is None:
                     raise InfraError(f"task {self.task.id}, workload {name}: output {spec.name} passes the "
                                      f"comparison with {label}; its tolerance cannot tell a kernel from a trivial "
                                      "output")
@@ -418,6 +426,10 @@ class Evaluation:
         by_name = {o.name: o for o in self.task.outputs}
         return list(self.task.returned_outputs) + [by_name[self.task.inputs[i].name] for i in self.task.written_inputs]
 
+    def compared_values(self, outputs: list[Any], after: list[Any]) -> list[Any]:
+        """What is compared with the oracle, in `compared_specs` order: the outputs, then the written inputs."""
+        return list(outputs) + [after[k] for k in self.task.written_inputs]
+
     def compare(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any],
                 strides: list[Any]) -> tuple[str, str] | None:
         """Compare with the oracle: (reason, detail) of the first difference, or None."""
@@ -431,7 +443,7 @@ class Evaluation:
             return "output_count", (f"returned {len(outputs)} value(s) of types {[type(o).__name__ for o in outputs]}; "
                                     f"the task returns {n_returned} tensor(s)")
         expected = self.expected[workload.name][expected_set]
-        got = list(outputs) + [after[k] for k in self.task.written_inputs]
+        got = self.compared_values(outputs, after)
         specs = self.compared_specs()
         if any(spec.compare == "custom" for spec in specs):
             message = self.custom_check(workload, expected_set, got, expected)
@@ -453,7 +465,7 @@ class Evaluation:
 
     def errors(self, workload: Workload, expected_set: int, outputs: list[Any], after: list[Any]) -> dict[str, float]:
         """Each compared output's distance from the oracle (`compare.output_error`), where it has one."""
-        got = list(outputs) + [after[k] for k in self.task.written_inputs]
+        got = self.compared_values(outputs, after)
         out = {}
         for spec, g, e in zip(self.compared_specs(), got, self.expected[workload.name][expected_set], strict=False):
             if isinstance(g, torch.Tensor):
@@ -483,7 +495,7 @@ class Evaluation:
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
-            if rnd == self.options.rounds and not self.rotate_candidate_slots(workload, wr, slots):
+            if rnd == self.options.rounds and not self.rotate_candidate_slots(workload, slots):
                 return
             for fn, worker in fns:
                 times = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=False,
@@ -506,7 +518,7 @@ class Evaluation:
             )
         self.score_workload(workload, wr)
 
-    def rotate_candidate_slots(self, workload: Workload, wr: WorkloadResult, slots: list[int]) -> bool:
+    def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
         """Before the validated round, move the input sets between the candidate's slots in place, so
         outputs cached by pointer or call count in the timed runs no longer match (False on a fault)."""
         try:
@@ -685,9 +697,7 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
         ev.start_trusted(trusted)
         if not ev.start_candidate(cand):
             raise RuntimeError(f"the candidate did not load: {ev.result.detail}")
-        reply = ev.trusted_request({"op": "make_inputs", "workload": workload_dict(w), "slot": 0, "seed": 0})
-        inputs = ev.pack(ev.unpack(reply["inputs"], ev.trusted), ev.cand)
-        ev.cand.request({"op": "put_inputs", "slot": 0, "inputs": inputs}, ev.options.call_timeout_s)
+        ev.put_report_inputs(w, ev.cand, ev.options.call_timeout_s)
         return ev.cand.request({"op": "compile", "slot": 0, "arch": arch}, ev.options.load_timeout_s)["kernels"]
     finally:
         ev.close()

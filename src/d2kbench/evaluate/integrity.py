@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -212,7 +213,7 @@ def traced_call(call: Callable[[], object], device: torch.device) -> tuple[objec
         prof.__exit__(None, None, None)
     with tempfile.NamedTemporaryFile(suffix=".json", dir=".") as trace:
         prof.export_chrome_trace(trace.name)
-        events = json.load(open(trace.name)).get("traceEvents", [])
+        events = json.loads(Path(trace.name).read_text()).get("traceEvents", [])
     kernels = [{"name": str(e.get("name", "")), "stream": (e.get("args") or {}).get("stream")}
                for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
     # aten ops as the dispatcher saw them: also those run with the Python dispatch modes switched off

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from d2kbench.evaluate import channel
-from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, gpu_lock, workload_dict
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, gpu_lock
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task
@@ -180,10 +180,7 @@ def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s:
             try:
                 cand.wait_ready(left())
                 cand.request({"op": "load", "path": str(wrapper), "written": list(task.written_inputs)}, left())
-                reply = ev.trusted_request({"op": "make_inputs", "workload": workload_dict(task.workload(workload)),
-                                            "slot": 0, "seed": 0})
-                inputs = ev.pack(ev.unpack(reply["inputs"], ev.trusted), cand)
-                cand.request({"op": "put_inputs", "slot": 0, "inputs": inputs}, left())
+                ev.put_report_inputs(task.workload(workload), cand, left())
                 cand.request({"op": "call", "fn": "run", "slot": 0}, left())
                 channel.write_message(cand.fd_req, {"op": "exit"})  # ncu prints its results once the worker exits
                 cand.proc.wait(left())

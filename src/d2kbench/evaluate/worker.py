@@ -214,7 +214,6 @@ class Worker:
                 else:
                     self.slots[dst][i] = new
             self._store(dst, self.slots[dst])
-        self._sync()
         return {}
 
     def drop(self, req: dict) -> dict:
