@@ -2,15 +2,17 @@
 
 Run on the GPU machine from the repository root:
 
-    PYTHONPATH=src python3 bench/sweep.py TASK [--workloads a,b] [--set NAME=v1,v2 ...] [--reps N]
+    PYTHONPATH=src python3 bench/sweep.py TASK [--workloads a,b] [--set NAME=v1,v2 ...] [--reps N] [--seeds 7,8]
 
 Every `--set` names a module-level constant of the task's `expert.py` and the values to try; the
 sweep runs the cross product (the expert's own values first, as "as shipped"). Per scored workload
 it times the reference and the comparator once, then every variant: each variant's outputs are
 compared with the oracle's under the task's tolerances before it is timed, and a wrong variant is
 reported, never timed. Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls,
-median; CUDA graph replay for latency-bound workloads). Prints one Markdown table and, with
---json, writes every number to a file.
+median; CUDA graph replay for latency-bound workloads). With several `--seeds` every workload is
+drawn and timed once per seed in this one process (a seed repeated draws fresh tensors again), which
+tells an input effect from a process or clock effect. Prints one Markdown table and, with --json,
+writes every number to a file.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def main() -> int:
     parser.add_argument("--workloads", default="", help="comma-separated names (default: the scored workloads)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2", help="a knob and its values")
     parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seeds", default="7", help="comma-separated input seeds, each timed in turn")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -96,10 +98,13 @@ def main() -> int:
           f"TFLOP/s\n")
     print("| workload | variant | us | SOL | vs reference | vs comparator | note |\n|---|---|---|---|---|---|---|")
     records = []
-    for name in names:
+    seeds = [int(s) for s in args.seeds.split(",")]
+    for name, seed in itertools.product(names, seeds):
         workload = task.workload(name)
         graph = workload.latency_bound
-        inputs = list(ref.make_inputs(workload, args.seed, "cuda"))
+        inputs = list(ref.make_inputs(workload, seed, "cuda"))
+        if len(seeds) > 1:
+            name = f"{workload.name} seed {seed}"
         derived = ref.derived(workload, inputs) if hasattr(ref, "derived") else {}
         nbytes, flops = roofline(task, workload, derived)
         floor_us = max(nbytes / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6
@@ -110,7 +115,8 @@ def main() -> int:
             base["comparator"] = time_us(timer, ref.comparator, list(prepared), args.reps, graph)
         for label, us in base.items():
             print(f"| {name} | {label} | {us:.1f} | {floor_us / us:.0%} | | | |")
-            records.append({"workload": name, "variant": label, "us": us, "floor_us": floor_us})
+            records.append({"workload": workload.name, "seed": seed, "variant": label, "us": us,
+                            "floor_us": floor_us})
         for variant in variants:
             for knob, value in variant.items():
                 setattr(expert, knob, value)
@@ -128,8 +134,8 @@ def main() -> int:
                 vs_cmp = f"{base['comparator'] / us:.2f}x" if "comparator" in base else ""
                 print(f"| {name} | {label} | {us:.1f} | {floor_us / us:.0%} | {base['reference'] / us:.2f}x | "
                       f"{vs_cmp} | |")
-            records.append({"workload": name, "variant": label, "knobs": variant, "us": us, "wrong": wrong,
-                            "floor_us": floor_us})
+            records.append({"workload": workload.name, "seed": seed, "variant": label, "knobs": variant, "us": us,
+                            "wrong": wrong, "floor_us": floor_us})
         for knob, value in shipped.items():
             setattr(expert, knob, value)
         sys.stdout.flush()

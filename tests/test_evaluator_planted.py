@@ -101,9 +101,17 @@ def test_a_tolerance_that_admits_a_constant_or_another_sets_output_is_refused(to
         ev.close()
 
 
+def test_fail_fast_stops_at_the_first_failed_workload(toy_task):
+    full = evaluate(toy_task, PLANTED / "wrong_values.py", EvalOptions(device="cpu"))
+    assert [w.correct for w in full.workloads] == [False, False]
+    assert all(w.error == {} for w in full.workloads)  # a failed first call reports no error
+    fast = evaluate(toy_task, PLANTED / "wrong_values.py", EvalOptions(device="cpu", fail_fast=True))
+    assert (fast.verdict, fast.reason) == ("incorrect", "mismatch")
+    assert [w.correct for w in fast.workloads] == [False, None]  # the second was never checked
+    assert fast.workloads[1].errors == []
+
+
 def test_errors_against_the_oracle_are_reported_for_candidate_and_reference(toy_task):
-    result = evaluate(toy_task, PLANTED / "wrong_values.py", EvalOptions(device="cpu"))
-    assert all(w.error == {} for w in result.workloads)  # a failed first call reports no error
     result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu", reference_error=True))
     for w in result.workloads:
         assert set(w.error) == {"z"} and set(w.reference_error) == {"z"}

@@ -51,7 +51,7 @@ def test_mutant_fails_its_cpu_workloads(task_id, mutant, tmp_path):
     assert source.count(mutant["find"]) == 1, f"mutant {mutant['name']} no longer matches expert.py exactly once"
     mutated = tmp_path / "mutant.py"
     mutated.write_text(source.replace(mutant["find"], mutant["replace"]))
-    result = evaluate(task, mutated, EvalOptions(device="cpu", call_timeout_s=120))
+    result = evaluate(task, mutated, EvalOptions(device="cpu", call_timeout_s=120, fail_fast=True))
     assert result.verdict != "pass", f"mutant {mutant['name']} ({mutant['why']}) passed"
     assert result.verdict in ("incorrect", "integrity", "error", "crash"), result.detail
 

@@ -51,6 +51,7 @@ class EvalOptions:
     batch_ms: float = 100.0  # target length of one timed batch
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
     reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
+    fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
 
 def resolve_device(device: str) -> str:
@@ -650,6 +651,8 @@ class Evaluation:
                 if failure.verdict == "timeout":
                     break  # a hanging candidate would cost the deadline again on every workload
             wr.correct = len(self.result.failures) == before
+            if self.options.fail_fast and not wr.correct:
+                break
         timed = self.gpu and self.options.time and self.result.verdict == "pass"
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
             if timed and workload.split == "scored" and self.result.verdict == "pass":
