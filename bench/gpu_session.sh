@@ -10,25 +10,7 @@
 # steps.txt records each step's exit code (124: its limit) and the seconds elapsed.
 set -uo pipefail
 budget=${1:-560}
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-out=${OUT:-out}
-R=$out/r
-mkdir -p "$R"
-step() {  # step NAME LIMIT_S COMMAND...
-  local name=$1 limit=$2; shift 2
-  local left=$((budget - SECONDS))
-  if [ "$left" -lt 20 ]; then echo "$name skipped (no time left) ${SECONDS}s" >> "$R/steps.txt"; return; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  timeout "$limit" "$@" > "$R/$name.log" 2>&1
-  echo "$name rc=$? ${SECONDS}s" >> "$R/steps.txt"
-}
-SECONDS=0
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  echo "command: bash bench/gpu_session.sh $*; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
-} > "$R/env.txt" 2>&1
+source "$(dirname "$0")/steps.sh"
 step check 240 python3 -m d2kbench suite check --out "$R/check"
 step integrity 240 python3 bench/gpu_integrity.py --json "$R/integrity.json"
 step run 200 python3 -m d2kbench run --model scripted/expert --tasks moe_align_block_size,quant_per_token_group_fp8 \
@@ -38,4 +20,4 @@ rm -rf "$R/run/workspaces"
 step ncu_profile_check 120 python3 bench/diag/ncu_profile_check.py
 step stability 300 python3 bench/evaluator_stability.py --tasks moe_align_block_size,quant_per_token_group_fp8 \
   --repeats 3 --json "$R/stability.json"
-(cd "$out" && tar czf results.tgz r && rm -rf r)
+pack

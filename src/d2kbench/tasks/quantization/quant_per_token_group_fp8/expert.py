@@ -32,6 +32,9 @@ TILE_GROUPS = 32
 # Widest tile along a row in row-major mode (the rest of the budget goes to rows). Real K
 # (7168, 18432, 3072) have group counts per row divisible by it, so no lane is masked.
 MAX_ROW_GROUPS = 8
+# Groups along a row in column-major mode. The scale stores stay contiguous down each group
+# column whatever the width, as long as the tile keeps at least 8 rows (one 32-byte sector).
+MAX_COL_GROUPS = 1
 # Elements handled per warp before another warp is worth adding.
 ELEMS_PER_WARP = 1024
 MAX_WARPS = 4
@@ -118,7 +121,7 @@ def _target_programs(device):
 def _tile_shape(n_rows, groups_per_row, column_major, target):
     """(rows, groups) per tile: tall for column-major scales, wide for row-major ones."""
     if column_major:
-        block_g = 1
+        block_g = min(MAX_COL_GROUPS, triton.next_power_of_2(groups_per_row))
     else:
         block_g = min(MAX_ROW_GROUPS, triton.next_power_of_2(groups_per_row))
     block_m = min(TILE_GROUPS // block_g, triton.next_power_of_2(n_rows))
