@@ -3,8 +3,10 @@ sabotage from the candidate's process leaves the reference time unchanged.
 
     PYTHONPATH=src python3 bench/gpu_integrity.py [--tasks quant_per_token_group_fp8] [--json FILE]
 
-Part 1 evaluates every planted candidate of tests/planted on the toy axpy task on the GPU and
-compares its verdict with the expected one (the CPU tests' table plus the GPU-only cheats).
+Part 1 evaluates every planted candidate of tests/planted on the toy axpy task on the GPU, hidden
+workloads included as in a final evaluation (untouched_tail.py is wrong only where N is not a
+multiple of its block), and compares its verdict with the expected one (the CPU tests' table plus
+the GPU-only cheats).
 Part 2, per task: the expert evaluated as a candidate (clean), then the expert with a sabotage
 prelude appended (flags flipped, a long GPU kernel queued at import, or a thread that keeps the
 GPU busy), with the static scan switched off for the sabotaged runs so that the process split,
@@ -102,7 +104,7 @@ def planted_part(names: list[str], results: list[dict]) -> bool:
     print("| planted | verdict | reasons | expected | |\n|---|---|---|---|---|")
     for name in names:
         verdict, reason = EXPECTED[name]
-        r = evaluate(task, PLANTED / name, EvalOptions(call_timeout_s=15, load_timeout_s=60))
+        r = evaluate(task, PLANTED / name, EvalOptions(include_hidden=True, call_timeout_s=15, load_timeout_s=60))
         reasons = sorted({f.reason for f in r.failures})
         good = verdict is None or (r.verdict == verdict and reason in reasons)
         if name == "gpu_endless_kernel.py":  # the GPU is usable again: the expert still passes after it
@@ -110,8 +112,8 @@ def planted_part(names: list[str], results: list[dict]) -> bool:
             good &= after.verdict == "pass"
             reasons.append(f"expert afterwards: {after.verdict}")
         ok &= good
-        print(f"| {name} | {r.verdict}/{r.reason} | {', '.join(reasons)} | {verdict}/{reason} | "
-              f"{'ok' if good else 'WRONG'} |")
+        print(f"| {name} | {r.verdict}/{r.reason} ({r.elapsed_s:.1f} s) | {', '.join(reasons)} | "
+              f"{verdict}/{reason} | {'ok' if good else 'WRONG'} |", flush=True)
         results.append({"part": "planted", "file": name, "verdict": r.verdict, "reason": r.reason,
                         "reasons": reasons, "expected": [verdict, reason], "ok": good, "detail": r.detail[:300]})
     return ok

@@ -1,9 +1,13 @@
 """Worker mechanics the GPU timing relies on, checked on the CPU: in-place rotation of input sets
 and pausing a worker's process group."""
 
+import os
 import select
+import subprocess
+import sys
 import time
 
+import pytest
 import torch
 
 from d2kbench.evaluate import channel
@@ -50,3 +54,47 @@ def test_a_paused_worker_answers_only_after_it_is_resumed(tmp_path):
         assert time.monotonic() - start < 30
     finally:
         worker.close()
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_workers_die_with_the_evaluator_even_on_sigkill(tmp_path, sandboxed):
+    """An orphaned busy worker would keep the GPU busy and slow every later measurement on it.
+
+    The worker is busy (a load that never ends), so it never reads the closed request pipe."""
+    busy = tmp_path / "busy.py"
+    busy.write_text("import time\ntime.sleep(600)\n")
+    script = (
+        "import time\n"
+        "from pathlib import Path\n"
+        "from d2kbench.evaluate import channel\n"
+        "from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings\n"
+        "from d2kbench.evaluate.workers import WorkerProcess\n"
+        f"box = Sandbox(SandboxSettings(), [], 'cpu') if {sandboxed} else None\n"
+        f"w = WorkerProcess('candidate', 'cpu', Path({str(tmp_path)!r}), Path({str(tmp_path)!r}), "
+        "{'PATH': '/usr/bin:/bin'}, box)\n"
+        "busy = w.stage(Path(" + repr(str(busy)) + "))\n"
+        "w.wait_ready()\n"
+        "channel.write_message(w.fd_req, {'op': 'load', 'path': str(busy), 'written': []})\n"
+        "print(w.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        worker_pid = int(parent.stdout.readline())
+        os.kill(worker_pid, 0)  # alive while the evaluator is
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(worker_pid):
+            time.sleep(0.05)
+        assert not _alive(worker_pid), "the worker outlived its evaluator"
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"  # a zombie awaiting its reaper is dead
+    except FileNotFoundError:
+        return False

@@ -10,8 +10,10 @@ on a private pipe (see `channel`); the worker's own stdout and stderr go to a lo
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -320,6 +322,27 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                 return  # a CUDA context after a fault is not to be trusted: let the parent replace us
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(evaluator: int) -> None:
+    """Be killed when the parent process dies, even by SIGKILL: an orphaned worker would keep the GPU
+    busy (a candidate's endless kernel runs on) and slow every later measurement on that GPU.
+
+    The parent is the evaluator, or ncu in front of it when profiling. Set here, after the sandbox
+    has changed the uid (a change of credentials clears the setting).
+    """
+    if sys.platform != "linux":
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    try:
+        os.kill(evaluator, 0)
+    except ProcessLookupError:  # the evaluator died before the setting took effect
+        os._exit(1)
+    except PermissionError:  # alive, owned by another uid (a sandboxed worker asking)
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--role", choices=("candidate", "trusted"), required=True)
@@ -327,7 +350,9 @@ def main() -> None:
     parser.add_argument("--fd-out", type=int, required=True)
     parser.add_argument("--spool", type=Path, required=True)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--parent", type=int, required=True, help="the evaluator's pid")
     args = parser.parse_args()
+    die_with_parent(args.parent)
     if args.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(args.device))
     elif os.environ.get("TRITON_INTERPRET") == "1":

@@ -74,7 +74,7 @@ class WorkerProcess:
         src_root = str(Path(__file__).resolve().parents[2])
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))}
         args = ["--role", role, "--fd-in", str(req_r), "--fd-out", str(rep_w), "--spool", str(self.spool),
-                "--device", device]
+                "--device", device, "--parent", str(os.getpid())]
         command = [sys.executable, "-m", "d2kbench.evaluate.worker", *args]
         if sandbox is not None:
             command = [*sandbox.prepare(self.home, self.spool), *args]
