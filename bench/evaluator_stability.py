@@ -35,7 +35,15 @@ def main() -> int:
     tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
     report, ok = [], True
     for task in tasks:
-        runs = [evaluate(task, task.expert_path, EvalOptions()) for _ in range(args.repeats + 1)]
+        runs = []
+        for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
+            r = evaluate(task, task.expert_path, EvalOptions())
+            runs.append(r)
+            phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items())
+            fractions = ", ".join(f"{w.name} {w.fraction_of_expert:.3f}" for w in r.workloads
+                                  if w.fraction_of_expert is not None)
+            print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
+                  f"({phases}); fraction of expert: {fractions}", flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
         fractions, speedups, times_us = defaultdict(list), defaultdict(list), defaultdict(list)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, InfraError, evaluate
+from d2kbench.evaluate.report import format_result
 from tests.conftest import PLANTED
 
 CASES = [
@@ -116,4 +117,6 @@ def test_errors_against_the_oracle_are_reported_for_candidate_and_reference(toy_
     for w in result.workloads:
         assert set(w.error) == {"z"} and set(w.reference_error) == {"z"}
         assert 0 <= w.error["z"] < 1e-2 and 0 <= w.reference_error["z"] < 1e-2
+    assert format_result(result).count("error vs oracle z ") == len(result.workloads)
+    assert "(reference " in format_result(result)
     assert evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu")).workloads[0].reference_error == {}

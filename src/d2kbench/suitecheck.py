@@ -58,16 +58,17 @@ def bench_suite(ids: list[str] | None, device: str = "auto", out: Path | None = 
     if not device.startswith("cuda"):
         print("d2k suite bench needs a GPU (no CUDA device visible)", file=sys.stderr)
         return 2
-    results = []
+    results: list[dict] = []
+    summary = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "environment": {},
+               "results": results}
     for task in _select(ids):
         r = evaluate(task, task.expert_path, EvalOptions(comparator=True, reference_error=True, device=device))
         print(format_result(r), flush=True)
         results.append(r.to_json())
-    summary = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               "environment": results[0]["environment"] if results else {}, "results": results}
+        summary["environment"] = results[0]["environment"]
+        if out:  # after every task: a run cut short keeps what it measured
+            _write(out, "bench", summary, _bench_markdown(summary))
     print(_bench_markdown(summary))
-    if out:
-        _write(out, "bench", summary, _bench_markdown(summary))
     return 0 if all(r["verdict"] == "pass" for r in results) else 1
 
 

@@ -25,6 +25,10 @@ def format_result(r: EvalResult) -> str:
             line += (f"  candidate {_ms(t.get('candidate'))}, reference {_ms(t.get('reference'))}, "
                      f"expert {_ms(t.get('expert'))}; speedup {w.speedup:.2f}x, "
                      f"fraction of expert {w.fraction_of_expert:.2f}, SOL {w.sol_fraction:.0%}")
+        if w.error:
+            line += "; error vs oracle " + ", ".join(
+                f"{k} {v:.2e}" + (f" (reference {w.reference_error[k]:.2e})" if k in w.reference_error else "")
+                for k, v in w.error.items())
         lines.append(line)
         lines += [f"      {e}" for e in w.errors[:3]]
     if r.findings:

@@ -1,0 +1,1 @@
+bash bench/gpu_session.sh 560

@@ -1,0 +1,1 @@
+bash bench/gpu_bench_session.sh 540
