@@ -120,3 +120,27 @@ def test_errors_against_the_oracle_are_reported_for_candidate_and_reference(toy_
     assert format_result(result).count("error vs oracle z ") == len(result.workloads)
     assert "(reference " in format_result(result)
     assert evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu")).workloads[0].reference_error == {}
+
+
+@pytest.mark.parametrize("ceiling,contended", [(1e6, False), (1e15, True)])
+def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, ceiling, contended):
+    """The copy probe against the GPU's measured bandwidth (a CPU stand-in for both here): far below
+    it, the workload's times would be dishonest and the evaluation is infra, never scored."""
+    from d2kbench.evaluate import hardware
+    from d2kbench.evaluate.result import WorkloadResult
+
+    monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": ceiling})
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    try:
+        ev.start_trusted(ev.spawn("trusted"))
+        assert ev.start_candidate(ev.spawn("candidate"))
+        wr = WorkloadResult("n200", "cpu")
+        assert ev.gpu_uncontended(toy_task.workload("n200"), wr) is not contended
+        assert len(wr.gpu_probe) == 1 and wr.gpu_probe[0] > 0
+        if contended:
+            assert (ev.result.verdict, ev.result.reason) == ("infra", "gpu_contended")
+            assert "something else ran on it" in ev.result.detail
+        else:
+            assert ev.result.verdict == "pass"
+    finally:
+        ev.close()

@@ -98,3 +98,14 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1][0] != "Z"  # a zombie awaiting its reaper is dead
     except FileNotFoundError:
         return False
+
+
+def test_the_copy_probe_answers_a_bandwidth(tmp_path):
+    """The contention probe the evaluator runs beside its GPU timings (here on the CPU, by wall clock)."""
+    worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})
+    try:
+        first = worker.request({"op": "probe"}, 60)["copy_bytes_per_s"]
+        second = worker.request({"op": "probe"}, 60)["copy_bytes_per_s"]
+    finally:
+        worker.close()
+    assert 1e8 < first < 1e12 and 1e8 < second < 1e12  # a memory copy on any CPU: 0.1 GB/s to 1 TB/s

@@ -32,6 +32,8 @@ from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task, Workload, roofline
 
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
+# A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
+CONTENDED_SHARE = 0.8
 
 
 @dataclass
@@ -495,6 +497,8 @@ class Evaluation:
         samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
+        if not self.gpu_uncontended(workload, wr):
+            return
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if rnd == self.options.rounds and not self.rotate_candidate_slots(workload, slots):
                 return
@@ -511,6 +515,8 @@ class Evaluation:
                     gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True, validate=False)
                     if gtimes:
                         graph_samples[fn] += gtimes
+        if not self.gpu_uncontended(workload, wr):
+            return
         for fn, values in samples.items():
             g = graph_samples[fn]
             wr.timings[fn] = Timing(
@@ -518,6 +524,25 @@ class Evaluation:
                 graph_median_ms=statistics.median(g) if g else None,
             )
         self.score_workload(workload, wr)
+
+    def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
+        """Probe the GPU's copy bandwidth from the trusted worker, the candidate paused; below
+        `CONTENDED_SHARE` of the bandwidth measured for this GPU, something else is running on it (another
+        process, or work the candidate queued before it was paused) and this workload's times would not be
+        honest: an `infra` failure, never a score."""
+        ceiling = hardware.ceilings(self.device, self.trusted_request)["copy_bytes_per_s"]
+        with gpu_lock(self.device), self.cand.paused():
+            rate = self.trusted_request({"op": "probe"})["copy_bytes_per_s"]
+        share = rate / ceiling
+        wr.gpu_probe.append(float(f"{share:.3g}"))
+        if share >= CONTENDED_SHARE:
+            return True
+        self.result.add(Failure(
+            "infra", "gpu_contended",
+            f"the GPU gave {rate / 1e12:.2f} TB/s to a copy probe, {share:.0%} of its measured {ceiling / 1e12:.2f} "
+            "TB/s: something else ran on it while timing (another process, or work queued before the candidate "
+            "was paused); times not scored", workload.name))
+        return False
 
     def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
         """Before the validated round, move the input sets between the candidate's slots in place, so

@@ -21,7 +21,7 @@ REASONS = {
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
     ),
-    "infra": ("harness_error", "worker_start_failed", "worker_lost"),
+    "infra": ("harness_error", "worker_start_failed", "worker_lost", "gpu_contended"),
 }
 
 
@@ -85,6 +85,8 @@ class WorkloadResult:
     # against the oracle on the first input set, per compared output: relative RMS error (fp8: share of codes off)
     error: dict[str, float] = field(default_factory=dict)
     reference_error: dict[str, float] = field(default_factory=dict)  # the same for the PyTorch reference
+    # the copy probe before and after the timings, as shares of this GPU's measured copy bandwidth
+    gpu_probe: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Sequence
 
 import torch
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
+PROBE_BYTES = 256 << 20  # the contention probe's copy: past the L2, about 0.13 ms on an H200
 
 
 class Timer:
@@ -101,3 +104,29 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
         "copy_bytes_per_s": 2 * n / (copy_ms * 1e-3),
         "bf16_flops_per_s": 2 * m**3 / (gemm_ms * 1e-3),
     }
+
+
+def probe_copy_rate(device: torch.device, buffers: list[torch.Tensor], reps: int = 7) -> float:
+    """Copy bandwidth (bytes read + written per second) right now: the median of `reps` copies.
+
+    Run beside the timings to see whether anything else shares the GPU (another process, or work a
+    paused candidate queued before it was stopped). `buffers` keeps the two probe buffers between calls.
+    """
+    if not buffers:
+        buffers += [torch.empty(PROBE_BYTES, dtype=torch.uint8, device=device) for _ in range(2)]
+        buffers[0].fill_(7)
+    src, dst = buffers
+    seconds = []
+    for _ in range(reps + 1):  # the first copy warms up
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src)
+            end.record()
+            end.synchronize()
+            seconds.append(start.elapsed_time(end) * 1e-3)
+        else:
+            begin = time.perf_counter()
+            dst.copy_(src)
+            seconds.append(time.perf_counter() - begin)
+    return 2 * PROBE_BYTES / statistics.median(seconds[1:])

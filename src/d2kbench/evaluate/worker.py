@@ -61,6 +61,7 @@ class Worker:
         self.functions: dict[str, Any] = {}
         self.prepared: dict[int, tuple] = {}
         self.timer = None
+        self.probe_buffers: list[torch.Tensor] = []
         self.launches = integrity.TritonLaunches()
 
     # -- requests ---------------------------------------------------------------------------
@@ -203,6 +204,12 @@ class Worker:
 
         return {"ceilings": measure_ceilings(self.device)}
 
+    def probe(self, req: dict) -> dict:
+        """The copy bandwidth the GPU gives right now (see `timing.probe_copy_rate`)."""
+        from d2kbench.evaluate.timing import probe_copy_rate
+
+        return {"copy_bytes_per_s": probe_copy_rate(self.device, self.probe_buffers)}
+
     def rotate(self, req: dict) -> dict:
         """Shift the input sets one slot along `slots`, in place at the same addresses (slot k gets the
         contents of slot k+1, the last gets the first's): an output cache keyed on pointers goes stale."""
@@ -283,6 +290,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "call": worker.call,
         "time": worker.time,
         "ceilings": worker.ceilings,
+        "probe": worker.probe,
         "compile": worker.compile,
         "drop": worker.drop,
         "rotate": worker.rotate,
