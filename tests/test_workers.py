@@ -109,3 +109,21 @@ def test_the_copy_probe_answers_a_bandwidth(tmp_path):
     finally:
         worker.close()
     assert 1e8 < first < 1e12 and 1e8 < second < 1e12  # a memory copy on any CPU: 0.1 GB/s to 1 TB/s
+
+
+def test_a_worker_that_will_not_exit_after_sigkill_does_not_hang_the_evaluation(tmp_path, capsys):
+    """A process stuck in the driver (an endless GPU kernel being torn down) ignores SIGKILL for a while."""
+    worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})
+    worker.wait_ready()
+    real_wait = worker.proc.wait
+
+    def stuck(timeout=None):
+        raise subprocess.TimeoutExpired(worker.proc.args, timeout)
+
+    worker.proc.wait = stuck
+    start = time.monotonic()
+    worker.kill()
+    assert time.monotonic() - start < 5
+    assert "did not exit 30 s after SIGKILL" in capsys.readouterr().err
+    assert worker.fd_req == -1 and worker.fd_rep == -1
+    real_wait(timeout=10)  # it was killed all the same
