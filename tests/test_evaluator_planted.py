@@ -129,13 +129,26 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
     from d2kbench.evaluate import hardware
     from d2kbench.evaluate.result import WorkloadResult
 
-    monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": ceiling})
+    def measured_once(device, request):  # as on a fresh machine: measured through the evaluator's request
+        request({"op": "probe"})
+        return {"copy_bytes_per_s": ceiling}
+
+    monkeypatch.setattr(hardware, "ceilings", measured_once)
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    states = []  # the candidate's process state at each trusted request
+
+    def trusted_request(message, timeout=None, original=ev.trusted_request):
+        with open(f"/proc/{ev.cand.proc.pid}/stat") as f:
+            states.append((message["op"], f.read().split(") ")[1][0]))
+        return original(message, timeout)
+
     try:
         ev.start_trusted(ev.spawn("trusted"))
         assert ev.start_candidate(ev.spawn("candidate"))
+        ev.trusted_request = trusted_request
         wr = WorkloadResult("n200", "cpu")
         assert ev.gpu_uncontended(toy_task.workload("n200"), wr) is not contended
+        assert states == [("probe", "T"), ("probe", "T")]  # the ceilings, then the probe: the candidate stopped
         assert len(wr.gpu_probe) == 1 and wr.gpu_probe[0] > 0
         if contended:
             assert (ev.result.verdict, ev.result.reason) == ("infra", "gpu_contended")

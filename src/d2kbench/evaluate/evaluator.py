@@ -525,12 +525,21 @@ class Evaluation:
             )
         self.score_workload(workload, wr)
 
+    def gpu_ceilings(self) -> dict[str, float]:
+        """This GPU's copy bandwidth and GEMM rate (cached per GPU), measured the first time as timings are:
+        under the GPU lock, the candidate paused, so nothing of its can lower the cached values for good."""
+        def measure(message: dict[str, Any]) -> dict[str, Any]:
+            with gpu_lock(self.device), self.cand.paused():
+                return self.trusted_request(message)
+
+        return hardware.ceilings(self.device, measure)
+
     def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
         """Probe the GPU's copy bandwidth from the trusted worker, the candidate paused; below
         `CONTENDED_SHARE` of the bandwidth measured for this GPU, something else is running on it (another
         process, or work the candidate queued before it was paused) and this workload's times would not be
         honest: an `infra` failure, never a score."""
-        ceiling = hardware.ceilings(self.device, self.trusted_request)["copy_bytes_per_s"]
+        ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
         with gpu_lock(self.device), self.cand.paused():
             rate = self.trusted_request({"op": "probe"})["copy_bytes_per_s"]
         share = rate / ceiling
@@ -607,7 +616,7 @@ class Evaluation:
             wr.speedup_vs_comparator = t["comparator"] / cand
         wr.achieved_tbps = wr.bytes / (cand * 1e-3) / 1e12
         wr.achieved_tflops = wr.flops / (cand * 1e-3) / 1e12
-        ceilings = hardware.ceilings(self.device, self.trusted_request)
+        ceilings = self.gpu_ceilings()
         floor_s = max(wr.bytes / ceilings["copy_bytes_per_s"], wr.flops / ceilings["bf16_flops_per_s"])
         wr.sol_fraction = floor_s / (cand * 1e-3)
         nameplate = hardware.nameplate_floor_s(self.result.environment.get("gpu", ""), wr.bytes, wr.flops)

@@ -19,6 +19,26 @@ from d2kbench.evaluate.sandbox import Sandbox
 KILL_WAIT_S = 30.0  # how long a killed worker may take to exit before the evaluation goes on without it
 
 
+def _wait_stopped(pid: int, timeout: float = 1.0) -> None:
+    """Wait until every thread of `pid` has stopped: SIGSTOP is delivered asynchronously, and a thread
+    still running after `killpg` returns could queue GPU work beside the timings."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            return  # gone (or no /proc): nothing left to run
+        states = []
+        for thread in threads:
+            try:
+                states.append(Path("/proc", str(pid), "task", thread, "stat").read_text().rsplit(") ", 1)[1][0])
+            except (FileNotFoundError, IndexError):
+                pass  # a thread that just ended
+        if all(state in "TtZX" for state in states):
+            return
+        time.sleep(0.001)
+
+
 class WorkerFault(Exception):
     """A worker that stopped answering: it died (`crash`) or ran past its deadline (`timeout`)."""
 
@@ -177,6 +197,7 @@ class WorkerProcess:
         """
         try:
             os.killpg(self.proc.pid, signal.SIGSTOP)
+            _wait_stopped(self.proc.pid)
         except (ProcessLookupError, PermissionError):
             pass
         try:
