@@ -229,13 +229,19 @@ def _uid_range() -> tuple[int, int]:
     return max(10_000, hi // 2), max(1, hi - 1 - max(10_000, hi // 2))  # below the map's end (nobody)
 
 
+def proc_state(stat: Path) -> str:
+    """The one-letter state (R, S, T, Z, ...) in a /proc `stat` file; "" when it is gone."""
+    fields = _read(stat).rpartition(")")[2].split()
+    return fields[0] if fields else ""
+
+
 def uid_pids(uid: int) -> list[int]:
     """The live processes of `uid` (zombies, already dead, left out)."""
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid == uid and _read(Path(entry.path, "stat")).rpartition(")")[2][:2] != " Z":
+                if entry.stat().st_uid == uid and proc_state(Path(entry.path, "stat")) != "Z":
                     pids.append(int(entry.name))
             except OSError:
                 pass

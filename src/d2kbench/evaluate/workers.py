@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from d2kbench.evaluate import channel
-from d2kbench.evaluate.sandbox import Sandbox
+from d2kbench.evaluate.sandbox import Sandbox, proc_state
 
 KILL_WAIT_S = 30.0  # how long a killed worker may take to exit before the evaluation goes on without it
 
@@ -28,13 +28,8 @@ def _wait_stopped(pid: int, timeout: float = 1.0) -> None:
             threads = os.listdir(f"/proc/{pid}/task")
         except FileNotFoundError:
             return  # gone (or no /proc): nothing left to run
-        states = []
-        for thread in threads:
-            try:
-                states.append(Path("/proc", str(pid), "task", thread, "stat").read_text().rsplit(") ", 1)[1][0])
-            except (FileNotFoundError, IndexError):
-                pass  # a thread that just ended
-        if all(state in "TtZX" for state in states):
+        # A thread that just ended reads as "": nothing left to stop there.
+        if all(proc_state(Path("/proc", str(pid), "task", t, "stat")) in ("T", "t", "Z", "X", "") for t in threads):
             return
         time.sleep(0.001)
 
