@@ -525,14 +525,16 @@ class Evaluation:
             )
         self.score_workload(workload, wr)
 
-    def gpu_ceilings(self) -> dict[str, float]:
-        """This GPU's copy bandwidth and GEMM rate (cached per GPU), measured the first time as timings are:
-        under the GPU lock, the candidate paused, so nothing of its can lower the cached values for good."""
-        def measure(message: dict[str, Any]) -> dict[str, Any]:
-            with gpu_lock(self.device), self.cand.paused():
-                return self.trusted_request(message)
+    def trusted_request_alone(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A trusted request with the GPU to itself, as the baselines are timed: under the GPU lock, the
+        candidate paused."""
+        with gpu_lock(self.device), self.cand.paused():
+            return self.trusted_request(message)
 
-        return hardware.ceilings(self.device, measure)
+    def gpu_ceilings(self) -> dict[str, float]:
+        """This GPU's copy bandwidth and GEMM rate (cached per GPU), measured the first time with the GPU to
+        the trusted worker alone, so nothing of the candidate's can lower the cached values for good."""
+        return hardware.ceilings(self.device, self.trusted_request_alone)
 
     def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
         """Probe the GPU's copy bandwidth from the trusted worker, the candidate paused; below
@@ -540,8 +542,7 @@ class Evaluation:
         process, or work the candidate queued before it was paused) and this workload's times would not be
         honest: an `infra` failure, never a score."""
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
-        with gpu_lock(self.device), self.cand.paused():
-            rate = self.trusted_request({"op": "probe"})["copy_bytes_per_s"]
+        rate = self.trusted_request_alone({"op": "probe"})["copy_bytes_per_s"]
         share = rate / ceiling
         wr.gpu_probe.append(float(f"{share:.3g}"))
         if share >= CONTENDED_SHARE:
