@@ -223,3 +223,90 @@ def test_soak(toy_task, tmp_path):
         assert line["verdict"] in VERDICTS
         assert (line["verdict"], line["reason"]) == (verdict, reason), \
             f"evaluation {line['i']} ({line['candidate']}): {line['detail']}"
+
+
+PROFILED_CHILD = '''
+import json, os, socket, sys
+from d2kbench.evaluate import sandbox
+status = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1])))
+port = int(sys.argv[2])
+out = {"status": status, "netns": os.readlink("/proc/self/ns/net")}
+server = socket.socket()
+server.bind(("127.0.0.1", port))
+server.listen(1)
+print("listening", flush=True)
+conn, _ = server.accept()
+out["got"] = conn.recv(16).decode()
+try:
+    socket.socket().bind(("127.0.0.1", port + 1))
+    out["other_port"] = "bound"
+except OSError as exc:
+    out["other_port"] = exc.errno
+print(json.dumps(out), flush=True)
+'''
+FRONT_END = '''
+import json, os, socket, subprocess, sys
+from d2kbench.evaluate import sandbox
+plan, port, child = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+proc = subprocess.Popen([sys.executable, child, plan, str(port)], stdout=subprocess.PIPE, text=True)
+assert proc.stdout.readline().strip() == "listening"
+with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+    conn.sendall(b"hello")
+out = json.loads(proc.stdout.readline())
+out["front_netns"], out["front_interfaces"] = os.readlink("/proc/self/ns/net"), sandbox._interfaces()
+print(json.dumps(out))
+'''
+
+
+def run_profiled(tmp_path: Path, command_prefix: list[str], port: int) -> dict:
+    """A stand-in for ncu: a front end that reaches a sandboxed child on a loopback port."""
+    box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", profiler_ports=[port])
+    (tmp_path / "home").mkdir()
+    (tmp_path / "spool").mkdir()
+    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
+    (tmp_path / "child.py").write_text(PROFILED_CHILD)
+    (tmp_path / "front.py").write_text(FRONT_END)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tmp_path / "child.py", 0o644)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        proc = subprocess.run([*command_prefix, sys.executable, str(tmp_path / "front.py"), plan, str(port),
+                               str(tmp_path / "child.py")], capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        box.release()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_a_profiler_reaches_the_sandboxed_process_on_loopback_alone(tmp_path, active):
+    needs(active, "netns")
+    loopback = [sys.executable, "-m", "d2kbench.evaluate.sandbox", "--loopback-netns", "--"]
+    out = run_profiled(tmp_path, loopback, 49152)
+    assert out["got"] == "hello"  # the front end reached the confined child over loopback TCP
+    assert out["netns"] == out["front_netns"] != os.readlink("/proc/self/ns/net")
+    assert out["front_interfaces"] == ["lo"]  # a namespace of their own: no network beyond the two of them
+    assert "netns (the profiler's: loopback only)" in out["status"]["active"]
+    landlock = [a for a in out["status"]["active"] if a.startswith("landlock")]
+    if landlock and "TCP only to the profiler's ports 49152-49152" in landlock[0]:
+        assert out["other_port"] == 13  # EACCES: every other port stays closed
+
+
+def test_under_a_profiler_a_namespace_with_a_network_is_still_left(tmp_path, active):
+    needs(active, "netns")
+    if sandbox._interfaces() == ["lo"]:
+        pytest.skip("this machine's namespace has loopback alone")
+    box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", profiler_ports=[49152])
+    (tmp_path / "home").mkdir()
+    (tmp_path / "spool").mkdir()
+    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
+    code = ("import json, os, sys; from d2kbench.evaluate import sandbox; "
+            "s = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1]))); "
+            "print(json.dumps([s['active'], os.readlink('/proc/self/ns/net'), sandbox._interfaces()]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, plan], capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        box.release()
+    active_now, netns, interfaces = json.loads(proc.stdout.splitlines()[-1])
+    assert netns != os.readlink("/proc/self/ns/net") and interfaces == ["lo"]
+    assert any(a.startswith("netns (fresh: the parent's namespace has") for a in active_now)

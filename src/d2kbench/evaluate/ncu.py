@@ -15,6 +15,7 @@ import csv
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,9 @@ from d2kbench.suite import Task
 
 TIMEOUT_S = 120.0
 MAX_KERNELS = 50  # launches profiled at most; ncu replays each once per counter pass
+# ncu's front end reaches the profiled process over loopback TCP on one of these ports (its defaults, stated):
+# the sandbox lets the candidate's process bind and connect to these alone, in a namespace holding only lo
+PORT, MAX_CONNECTIONS = 49152, 64
 LOG_CHARS = 1 << 20  # the most of ncu's output read back
 WARMUP_CALLS = 3
 METRICS = {
@@ -122,20 +126,25 @@ def ncu_command(log_file: Path) -> list[str]:
     """ncu's command line up to the profiled program: one call's kernels, raw CSV written to `log_file`."""
     metrics = ",".join([*METRICS.values(), *map(stall_metric, STALLS)])
     return [shutil.which("ncu") or "ncu", "--profile-from-start", "off", "--target-processes", "application-only",
-            "--clock-control", "none", "--launch-count", str(MAX_KERNELS), "--csv", "--page", "raw",
+            "--clock-control", "none", "--port", str(PORT), "--max-connections", str(MAX_CONNECTIONS),
+            "--launch-count", str(MAX_KERNELS), "--csv", "--page", "raw",
             "--print-units", "base", "--print-kernel-base", "function", "--metrics", metrics,
             "--log-file", str(log_file)]
 
 
 class _NcuSandbox(Sandbox):
-    """The evaluator's candidate sandbox, with ncu in front of the command that enters it."""
+    """The evaluator's candidate sandbox, with ncu in front of the command that enters it. ncu's front end
+    starts in a fresh network namespace with only loopback up, and the candidate's process stays in it
+    (a namespace of its own would cut ncu off: the first GPU run hung until the limit), with TCP allowed
+    to ncu's ports alone."""
 
     def __init__(self, ncu: list[str], task: Task, device: str):
-        super().__init__(SandboxSettings(), [Path(task.path)], device)
+        super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS))
         self.ncu = ncu
 
     def prepare(self, home: Path, spool: Path) -> list[str]:
-        return [*self.ncu, *super().prepare(home, spool)]
+        loopback = [sys.executable, "-m", "d2kbench.evaluate.sandbox", "--loopback-netns", "--"]
+        return [*loopback, *self.ncu, *super().prepare(home, spool)]
 
 
 def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workload: str | None = None,

@@ -6,7 +6,10 @@ PLAN -- WORKER_ARGS`), reports what it applied on the reply pipe, then runs the 
 
 - **pids cgroup** (v2, or the v1 `pids` hierarchy): at most `max_tasks` processes and threads, all
   killed together; `pids.events` tells a fork bomb apart from other crashes.
-- **network namespace**: a fresh one with no interface up, so no network at all.
+- **network namespace**: a fresh one with no interface up, so no network at all. Under a profiler
+  (ncu) whose front end must reach the process over loopback TCP, the front end is started in a
+  fresh namespace with only `lo` up (`python -m d2kbench.evaluate.sandbox --loopback-netns -- CMD`)
+  and the child stays in it (`Plan.profiler_ports`): still no network beyond the two of them.
 - **rlimits**: address space (CPU only: CUDA reserves terabytes of virtual memory), CPU seconds,
   processes (`RLIMIT_NPROC`, counted per uid), no core files.
 - **unprivileged uid**: a uid of its own (never another worker's), so the candidate can neither
@@ -17,8 +20,8 @@ PLAN -- WORKER_ARGS`), reports what it applied on the reply pipe, then runs the 
   programs on PATH (Triton runs the C compiler and ptxas), `d2kbench/__init__.py` and
   `d2kbench/evaluate/` only (never the task folders, the rest of the package or the repository);
   writes to its scratch folder and spool, the GPU's device files and its own /proc entries only;
-  no TCP (ABI 4) and no signals out of the sandbox (ABI 6). Folders that contain a hidden path
-  stay listable (names, not contents).
+  no TCP (ABI 4; under a profiler, only its `profiler_ports`) and no signals out of the sandbox
+  (ABI 6). Folders that contain a hidden path stay listable (names, not contents).
 
 A mechanism the machine lacks falls back with one logged warning; `status` says which were active.
 """
@@ -35,11 +38,14 @@ import resource
 import shutil
 import signal
 import site
+import socket
 import stat
+import struct
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +82,17 @@ class Plan:
     nproc: int  # RLIMIT_NPROC: above the cgroup's limit where there is one, so that the cgroup counts the hits
     gpu: bool
     package: str = str(_PACKAGE)
+    profiler_ports: list[int] = field(default_factory=list)  # TCP to a profiler's front end in the parent's netns
 
 
 # -- the parent's side -------------------------------------------------------------------------------
 class Sandbox:
     """One candidate worker's sandbox, seen from the parent: prepare, watch, kill, release."""
 
-    def __init__(self, settings: SandboxSettings, hidden: list[Path], device: str):
+    def __init__(self, settings: SandboxSettings, hidden: list[Path], device: str,
+                 profiler_ports: Sequence[int] = ()):
         self.settings, self.hidden, self.gpu = settings, [str(p.resolve()) for p in hidden], device != "cpu"
+        self.profiler_ports = list(profiler_ports)  # set: the child stays in the parent's loopback-only netns
         self.uid: int | None = None
         self._uid_lock: Any = None
         self.cgroup: Path | None = None
@@ -103,6 +112,7 @@ class Sandbox:
             uid=self.uid, cgroup=str(self.cgroup) if self.cgroup else None, home=str(home), spool=str(spool),
             hidden=self.hidden, memory_bytes=self.settings.memory_bytes or _half_ram(),
             cpu_seconds=self.settings.cpu_seconds, nproc=self.nproc, gpu=self.gpu,
+            profiler_ports=self.profiler_ports,
         )
         return [sys.executable, "-m", "d2kbench.evaluate.sandbox", json.dumps(asdict(plan)), "--"]
 
@@ -357,6 +367,7 @@ FS_TRUNCATE = 1 << 14
 FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE
 FS_READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 NET_TCP = 0b11  # bind and connect
+RULE_NET_PORT = 2
 SCOPE_ALL = 0b11  # abstract unix sockets and signals out of the domain
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/sys", "/proc/self", "/proc/cpuinfo",
                "/proc/meminfo", "/proc/stat", "/proc/driver/nvidia", "/dev/urandom", "/dev/random", "/dev/zero")
@@ -365,6 +376,11 @@ SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/sy
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPort(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -397,7 +413,7 @@ def enter(plan: Plan) -> dict[str, Any]:
             missing[name] = str(exc) or type(exc).__name__
 
     attempt("cgroup_pids", lambda: _join_cgroup(plan))
-    attempt("netns", _unshare_network)
+    attempt("netns", _loopback_only_or_unshare if plan.profiler_ports else _unshare_network)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     attempt("rlimit_memory", lambda: _limit_memory(plan))
     attempt("rlimit_cpu", lambda: resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_seconds, plan.cpu_seconds + 5)))
@@ -408,6 +424,34 @@ def enter(plan: Plan) -> dict[str, Any]:
 
 def _unshare_network() -> None:
     _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+
+
+def _interfaces() -> list[str]:
+    """The network interfaces of this process's namespace."""
+    lines = Path("/proc/self/net/dev").read_text().splitlines()[2:]
+    return sorted(line.split(":")[0].strip() for line in lines if ":" in line)
+
+
+def _loopback_only_or_unshare() -> str:
+    """Under a profiler: stay in the parent's namespace if it holds `lo` alone, else take a fresh one
+    (no network, and no profiler either: better than a sandbox with a network)."""
+    others = [name for name in _interfaces() if name != "lo"]
+    if not others:
+        return "the profiler's: loopback only"
+    _unshare_network()
+    return f"fresh: the parent's namespace has {', '.join(others)}, so the profiler cannot connect"
+
+
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def loopback_namespace() -> None:
+    """Move this process into a fresh network namespace with only its loopback interface up."""
+    _unshare_network()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
 
 
 def _join_cgroup(plan: Plan) -> None:
@@ -491,11 +535,16 @@ def _landlock(plan: Plan) -> str:
             _allow(ruleset, Path(path), FS_READ | FS_WRITE_FILE | FS_TRUNCATE, handled)
         for folder in (plan.home, plan.spool):
             _allow(ruleset, Path(folder), handled, handled)
+        for port in plan.profiler_ports if abi >= 4 else ():
+            rule = _NetPort(NET_TCP, port)
+            _check(_syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0), f"TCP port {port}")
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
         _check(_syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
-    extras = (["no TCP"] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
+    ports = plan.profiler_ports
+    tcp = f"TCP only to the profiler's ports {min(ports)}-{max(ports)}" if ports else "no TCP"
+    extras = ([tcp] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
     return ", ".join([f"ABI {abi}", *extras])
 
 
@@ -529,8 +578,17 @@ def _allow(ruleset: int, path: Path, access: int, handled: int = FS_READ | FS_WR
 
 
 def main() -> None:
-    """`python -m d2kbench.evaluate.sandbox PLAN -- WORKER_ARGS`: enter the sandbox, then be the worker."""
+    """`python -m d2kbench.evaluate.sandbox PLAN -- WORKER_ARGS`: enter the sandbox, then be the worker.
+    `python -m d2kbench.evaluate.sandbox --loopback-netns -- CMD...`: run CMD (a profiler's front end) in a
+    fresh network namespace with only loopback up; it exits 1, saying why, where that cannot be made."""
     split = sys.argv.index("--")
+    if sys.argv[1] == "--loopback-netns":
+        try:
+            loopback_namespace()
+        except OSError as exc:
+            print(f"sandbox: no loopback-only network namespace for the profiler: {exc}", file=sys.stderr)
+            sys.exit(1)
+        os.execvp(sys.argv[split + 1], sys.argv[split + 1 :])
     plan = Plan(**json.loads(sys.argv[1]))
     worker_args = sys.argv[split + 1 :]
     status = enter(plan)
