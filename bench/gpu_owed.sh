@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The GPU checks still owed, resumable across device calls on the same (warm) machine:
 #
-#   bash bench/gpu_owed.sh [SECONDS]        (default 560: the call's 600 s limit less packing)
+#   [RUN_TASKS=IDS] bash bench/gpu_owed.sh [SECONDS]        (default 560: the call's 600 s limit less packing)
 #
 # Each step that exits 0 is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time. The
 # scripted/expert run keeps its store in $STATE too, so a second call resumes it (finished cells skipped, the
 # cut-off one restarted), and every call packs a copy of the store without workspaces. Steps, in order:
-# the endless-kernel check, issue 4's scripted/expert run over the four tasks, all of gpu_integrity (planted
-# candidates with hidden workloads, sabotage vs the reference time), the ncu self-check, the spool routes,
-# and the evaluator's stability on moe and quant.
+# the ncu self-check (the profile tool's ncu timed out in the sandbox before the loopback-namespace fix),
+# the B=1 attention spread diagnosis, issue 4's scripted/expert run (RUN_TASKS, default all; attention and
+# moe are done in bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden
+# workloads, the endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's
+# stability on moe and quant.
 set -uo pipefail
 budget=${1:-560}
 source "$(dirname "$0")/steps.sh"
@@ -21,13 +23,12 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -q "^$name rc=0 " && touch "$STATE/$name.done"
 }
-once endless 90 python3 -X faulthandler bench/gpu_integrity.py --tasks "" --planted gpu_endless_kernel.py \
-  --json "$R/endless.json"
-once run 480 python3 -m d2kbench run --model scripted/expert --tasks all --configs none --out "$STATE/run"
+once ncu_profile_check 150 python3 bench/diag/ncu_profile_check.py --timeout 60
+once b1_spread 60 python3 bench/diag/b1_spread.py
+once run 480 python3 -m d2kbench run --model scripted/expert --tasks "${RUN_TASKS:-all}" --configs none --out "$STATE/run"
 python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
 [ -d "$STATE/run" ] && mkdir -p "$R/run" && tar -C "$STATE/run" --exclude=./workspaces -cf - . 2>/dev/null | tar -C "$R/run" -xf -
 once integrity 240 python3 bench/gpu_integrity.py --json "$R/integrity.json"
-once ncu_profile_check 90 python3 bench/diag/ncu_profile_check.py
 once spool 30 python3 bench/diag/spool_write.py --mib 1024
 once stability 200 python3 bench/evaluator_stability.py --tasks moe_align_block_size,quant_per_token_group_fp8 \
   --repeats 3 --json "$R/stability.json"
