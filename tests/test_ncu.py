@@ -11,6 +11,7 @@ from d2kbench.agent.models.base import ToolCall
 from d2kbench.agent.tools import Toolbox
 from d2kbench.evaluate import ncu
 from d2kbench.evaluate.ncu import KernelSummary, NcuProfile, failure_message, ncu_available, parse_raw_csv
+from d2kbench.evaluate.workers import RequestFailed, WorkerFault
 
 FIXED = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
         '"Device","CC",'
@@ -124,3 +125,40 @@ def test_profile_tool_appends_one_line_per_kernel(toy_task, tmp_path, monkeypatc
                         "top stall long_scoreboard (3.3 cycles/instr)")
     assert lines[4].startswith("- vectorized_elementwise_kernel grid=(8,1,1)") and "DRAM 0.8% (n/a)" in lines[4]
     assert len(lines) == 5
+
+
+def test_a_hang_before_any_candidate_code_is_ncus_fault_and_a_hang_in_the_call_is_not():
+    hang = WorkerFault("timeout", "no reply within 116 s")
+    for stage in ("start", "inputs"):
+        failure = ncu.stage_failure(stage, hang, "", "")
+        assert failure.ncu_fault and "ncu could not attach" in str(failure)
+        assert str(failure).startswith("profiling timed out (no reply within 116 s)")
+    for stage in ("load", "call"):  # the candidate's import and its run: a hang may be the candidate's own
+        failure = ncu.stage_failure(stage, hang, "", "")
+        assert not failure.ncu_fault and str(failure) == "profiling timed out (no reply within 116 s)"
+    denied = ncu.stage_failure("call", RequestFailed({"error": "RuntimeError", "message": "x"}),
+                               "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission", "")
+    assert denied.ncu_fault and str(denied) == ncu.PERMISSION
+    crashed = ncu.stage_failure("inputs", WorkerFault("crash", "exit code -11"), "", "")
+    assert not crashed.ncu_fault
+
+
+def test_the_service_stops_trying_ncu_after_ncus_own_failure(toy_task, tmp_path, monkeypatch):
+    monkeypatch.setattr(evalservice_module, "compile_report", lambda task, candidate: REPORT)
+    monkeypatch.setattr(evalservice_module, "ncu_available", lambda: None)
+    answers = [NcuProfile("n1m", error="solution.py failed under ncu: ValueError: bad"),
+               NcuProfile("n1m", error="profiling timed out (...): ncu could not attach to it", ncu_fault=True)]
+    calls = []
+
+    def fake_profile(task, candidate, device, workload):
+        calls.append(device)
+        return answers[len(calls) - 1]
+
+    monkeypatch.setattr(evalservice_module, "profile_ncu", fake_profile)
+    service = LocalEvalService(["cuda:0"])
+    outs = [profile_output(toy_task, tmp_path, service, gpu=True).splitlines()[-1] for _ in range(3)]
+    assert len(calls) == 2  # the candidate's failure is retried next time; ncu's own is not
+    assert outs[0] == "no ncu summary: solution.py failed under ncu: ValueError: bad"
+    assert outs[1] == "no ncu summary: profiling timed out (...): ncu could not attach to it"
+    assert outs[2] == ("no ncu summary: ncu failed here earlier and is not tried again: profiling timed out (...): "
+                       "ncu could not attach to it")

@@ -52,6 +52,7 @@ class LocalEvalService:
         self._free: asyncio.Queue[str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._jobs: set[asyncio.Future] = set()  # evaluations in flight (kept alive when their caller is cancelled)
+        self._ncu_down: str | None = None  # why ncu cannot work here, once a run showed it: not tried again
 
     def _queue(self) -> asyncio.Queue[str]:
         """The free devices, as a queue of the running event loop (made anew under a new loop)."""
@@ -95,4 +96,10 @@ class LocalEvalService:
         reason = ncu_available()
         if reason:
             return NcuProfile(workload, error=reason)
-        return await self._on_free_device(lambda device: profile_ncu(task, candidate, device, workload))
+        if self._ncu_down:  # a hung ncu holds a GPU for the whole limit: once is enough
+            return NcuProfile(workload, error=f"ncu failed here earlier and is not tried again: {self._ncu_down}",
+                              ncu_fault=True)
+        profile = await self._on_free_device(lambda device: profile_ncu(task, candidate, device, workload))
+        if profile.ncu_fault:
+            self._ncu_down = profile.error
+        return profile

@@ -105,10 +105,29 @@ class NcuProfile:
     workload: str
     kernels: list[KernelSummary] = field(default_factory=list)
     error: str | None = None
+    ncu_fault: bool = False  # the error is ncu's or the machine's, whatever the candidate: not worth retrying
 
 
 class NcuFailure(RuntimeError):
     """A profiling run that gave no numbers; its message is the one line the agent sees."""
+
+    def __init__(self, message: str, ncu_fault: bool = False):
+        super().__init__(message)
+        self.ncu_fault = ncu_fault
+
+
+# Stages of a profiling run in which no code of the candidate's runs: a hang there is ncu's (it failed to
+# attach to the process, which then waits for it at CUDA's start), never the candidate's.
+NO_CANDIDATE_CODE = {"start": "starting", "inputs": "receiving its inputs (CUDA's start)"}
+
+
+def stage_failure(stage: str, exc: Exception, ncu_output: str, worker_log: str) -> NcuFailure:
+    """The failure of a profiling run that broke in `stage` ("start", "load", "inputs", "call" or "exit")."""
+    message = failure_message(exc, ncu_output, worker_log)
+    if isinstance(exc, WorkerFault) and exc.kind == "timeout" and stage in NO_CANDIDATE_CODE:
+        return NcuFailure(f"{message}: the profiled process hung while {NO_CANDIDATE_CODE[stage]}, before any "
+                          "code of yours ran there; ncu could not attach to it", ncu_fault=True)
+    return NcuFailure(message, ncu_fault=message == PERMISSION)
 
 
 def ncu_available() -> str | None:
@@ -157,7 +176,7 @@ def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workl
     try:
         return NcuProfile(name, _profile(task, Path(candidate), device, name, timeout_s))
     except NcuFailure as exc:
-        return NcuProfile(name, error=str(exc))
+        return NcuProfile(name, error=str(exc), ncu_fault=exc.ncu_fault)
     except Exception as exc:  # a harness fault: still one line, never an exception out of the tool
         return NcuProfile(name, error=_one_line(f"profiling failed: {type(exc).__name__}: {exc}"))
 
@@ -186,17 +205,22 @@ def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s:
             staged = cand.stage(candidate)
             wrapper = staged.with_name("d2k_ncu_wrapper.py")
             wrapper.write_text(WRAPPER.format(path=str(staged), warmup=WARMUP_CALLS))
+            stage = "start"
             try:
                 cand.wait_ready(left())
+                stage = "load"
                 cand.request({"op": "load", "path": str(wrapper), "written": list(task.written_inputs)}, left())
+                stage = "inputs"
                 ev.put_report_inputs(task.workload(workload), cand, left())
+                stage = "call"
                 cand.request({"op": "call", "fn": "run", "slot": 0}, left())
+                stage = "exit"
                 channel.write_message(cand.fd_req, {"op": "exit"})  # ncu prints its results once the worker exits
                 cand.proc.wait(left())
             except subprocess.TimeoutExpired:
                 raise NcuFailure(f"profiling ran past its {timeout_s:.0f} s limit") from None
             except (RequestFailed, WorkerFault, OSError) as exc:
-                raise NcuFailure(failure_message(exc, _read(log), cand.log_tail())) from None
+                raise stage_failure(stage, exc, _read(log), cand.log_tail()) from None
         output = _read(log)
         kernels = parse_raw_csv(output)
         if not kernels:
