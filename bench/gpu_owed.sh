@@ -11,7 +11,7 @@
 # the B=1 attention spread diagnosis, issue 4's scripted/expert run (RUN_TASKS, default all; attention and
 # moe are done in bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden
 # workloads, the endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's
-# stability on moe and quant.
+# stability on moe and quant. Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
 budget=${1:-560}
 source "$(dirname "$0")/steps.sh"
