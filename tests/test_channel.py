@@ -36,3 +36,19 @@ def test_a_file_of_the_wrong_size_is_refused(tmp_path):
     (tmp_path / desc["tensor"]).write_bytes(b"\0" * 12)
     with pytest.raises(channel.ProtocolError, match="holds 12 bytes, expected 40"):
         channel.unpack_value(desc, tmp_path)
+
+
+def test_a_linked_value_shares_the_file_read_only_and_reads_back_equal(tmp_path):
+    (tmp_path / "trusted").mkdir()
+    (tmp_path / "cand").mkdir()
+    value = torch.randn(5, 7)
+    desc = channel.pack_value(value, tmp_path / "trusted")
+    source = tmp_path / "trusted" / desc["tensor"]
+    mapped = channel.unpack_value(desc, tmp_path / "trusted", mapped=True, consume=False)
+    linked = channel.link_value(mapped, source, tmp_path / "cand")
+    target = tmp_path / "cand" / linked["tensor"]
+    assert target.stat().st_ino == source.stat().st_ino and oct(source.stat().st_mode & 0o777) == "0o444"
+    assert {k: v for k, v in linked.items() if k != "tensor"} == {k: v for k, v in desc.items() if k != "tensor"}
+    assert torch.equal(channel.unpack_value(linked, tmp_path / "cand"), value)
+    assert not target.exists() and source.exists()  # the reader consumed its link, not the file
+    assert channel.link_value(mapped, tmp_path / "trusted" / "gone.bin", tmp_path / "cand") is None

@@ -157,3 +157,25 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
             assert ev.result.verdict == "pass"
     finally:
         ev.close()
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_inputs_reach_a_confined_candidate_by_links_and_others_by_copies(toy_task, monkeypatch, sandboxed):
+    """The trusted worker's input files are hard-linked (read-only) into the spool of a candidate that runs
+    under a uid of its own, instead of copied; the verdict is the same either way."""
+    from d2kbench.evaluate import channel
+
+    links = []
+
+    def counted(value, source, spool, original=channel.link_value):
+        links.append(source)
+        return original(value, source, spool)
+
+    monkeypatch.setattr(channel, "link_value", counted)
+    result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu", sandbox=sandboxed,
+                                                                  workloads=("n77_f16",)))
+    assert result.verdict == "pass", result.detail
+    confined = sandboxed and result.environment["sandbox"].get("uid") is not None
+    if sandboxed and not confined:
+        pytest.skip("the candidate could not get a uid of its own here")
+    assert (len(links) > 0) == confined

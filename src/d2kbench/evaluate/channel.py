@@ -95,16 +95,29 @@ def pack_value(value: Any, spool: Path) -> dict[str, Any]:
             del mapped
         else:
             path.touch()
-        return {
-            "tensor": path.name,
-            "dtype": dtype_name(value.dtype),
-            "shape": list(value.shape),
-            "strides": list(value.stride()),
-            "type": type(value).__name__,
-        }
+        return describe_tensor(value, path.name)
     if isinstance(value, (bool, int, float)) or value is None:
         return {"scalar": value}
     raise ProtocolError(f"cannot send a {type(value).__name__}: only tensors, numbers, booleans and None")
+
+
+def describe_tensor(value: torch.Tensor, name: str) -> dict[str, Any]:
+    """The description of a tensor whose bytes are the file `name` of the spool."""
+    return {"tensor": name, "dtype": dtype_name(value.dtype), "shape": list(value.shape),
+            "strides": list(value.stride()), "type": type(value).__name__}
+
+
+def link_value(value: torch.Tensor, source: Path, spool: Path) -> dict[str, Any] | None:
+    """Describe `value`, whose bytes are the file `source`, by a hard link to it in `spool`: no copy. The file
+    is made read-only first (for a reader under another uid, who cannot change that). None where the file
+    cannot be linked (gone, another filesystem): the caller copies instead."""
+    path = spool / f"{uuid.uuid4().hex}.bin"
+    try:
+        os.chmod(source, 0o444)
+        os.link(source, path)
+    except OSError:
+        return None
+    return describe_tensor(value, path.name)
 
 
 def unpack_value(desc: dict[str, Any], spool: Path, *, consume: bool = True, mapped: bool = False) -> Any:

@@ -120,6 +120,8 @@ class Evaluation:
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
         self.inputs: dict[str, dict[int, list[Any]]] = {}
+        # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
+        self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
         self.expected: dict[str, dict[int, list[torch.Tensor]]] = {}
         self.expected_strides: dict[str, list[list[int]]] = {}
         self.derived: dict[str, dict[str, float]] = {}
@@ -212,15 +214,30 @@ class Evaluation:
                 )
 
     def pack(self, values: list[Any], worker: WorkerProcess) -> list[dict[str, Any]]:
-        """Values for `worker`, written to its own spool folder."""
+        """Values for `worker`, in its own spool folder: the trusted worker's input files hard-linked (read-only)
+        where the worker is a candidate confined to a uid of its own, which cannot write them; else copied."""
+        link = worker is self.cand and worker.sandbox is not None and worker.sandbox.status.get("uid") is not None
         with self.phase("parent.pack", into="requests_s"):
-            return [channel.pack_value(v, worker.spool) for v in values]
+            return [(link and self.linked(v, worker)) or channel.pack_value(v, worker.spool) for v in values]
 
-    def unpack(self, descs: list[dict[str, Any]], worker: WorkerProcess) -> list[Any]:
-        """Values from `worker`'s spool folder (the trusted worker's mapped, the candidate's copied)."""
+    def linked(self, value: Any, worker: WorkerProcess) -> dict[str, Any] | None:
+        entry = self.input_files.get(id(value))
+        if entry is None or entry[0] is not value:
+            return None
+        return channel.link_value(value, entry[1], worker.spool)
+
+    def unpack(self, descs: list[dict[str, Any]], worker: WorkerProcess, inputs: bool = False) -> list[Any]:
+        """Values from `worker`'s spool folder (the trusted worker's mapped, the candidate's copied). The
+        trusted worker's `inputs` keep their files, for `pack` to link (removed with the spool)."""
         mapped = worker is self.trusted
         with self.phase("parent.unpack", into="requests_s"):
-            return [channel.unpack_value(d, worker.spool, mapped=mapped) for d in descs]
+            values = [channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
+                      for d in descs]
+        if mapped and inputs:
+            for d, v in zip(descs, values, strict=True):
+                if isinstance(v, torch.Tensor) and v.numel():
+                    self.input_files[id(v)] = (v, worker.spool / d["tensor"])
+        return values
 
     def put_report_inputs(self, workload: Workload, worker: WorkerProcess, timeout: float) -> None:
         """Make `workload`'s inputs (seed 0) in the trusted worker and put them into `worker`'s slot 0: the
@@ -270,7 +287,7 @@ class Evaluation:
                 {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(name, i),
                  "seed": derive_seed(self.secret, name, i)}
             )
-            self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted)
+            self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
             self.derived[name] = reply.get("derived", {})
             oracle = self.trusted_request(
                 {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written)}
