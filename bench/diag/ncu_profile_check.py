@@ -46,7 +46,9 @@ def unconfined(task: Task, workload: str, timeout_s: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per profiled run")
+    parser.add_argument("--tasks", default="", help="task ids, comma-separated (default: all)")
     args = parser.parse_args()
+    chosen = [t for t in args.tasks.split(",") if t]
     reason = ncu_available()
     if reason:
         print(f"ncu is not available here: {reason}")
@@ -56,14 +58,15 @@ def main() -> int:
     admin = [line for line in params.read_text().splitlines() if "Profiling" in line] if params.exists() else []
     print(f"{version[-1] if version else 'ncu: no version'}; uid {os.geteuid()}; {'; '.join(admin) or 'no params'}")
     failed = 0
-    for task in load_suite():
+    tasks = [t for t in load_suite() if not chosen or t.id in chosen]
+    for task in tasks:
         workload = task.split("scored")[0].name
         profile = profile_ncu(task, task.expert_path, "cuda:0", workload, timeout_s=args.timeout)
         print(f"\n== {task.id} (expert, sandboxed)\n{format_ncu(profile)}")
         if profile.error:
             failed += 1
             print(f"unconfined ncu on the same call: {unconfined(task, workload, args.timeout)}")
-    print(f"\n{failed} of {len(load_suite())} tasks failed")
+    print(f"\n{failed} of {len(tasks)} tasks failed")
     return 1 if failed else 0
 
 
