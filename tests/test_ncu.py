@@ -65,6 +65,9 @@ def test_failures_become_one_line():
         ncu.PERMISSION
     assert failure_message(None, "==PROF== x\n==ERROR== Failed to find metric foo\n==ERROR== later", "") == \
         "Failed to find metric foo"
+    assert failure_message(None, "==ERROR== An error was reported by the counter measurement library:\n"
+                                 "    Failed to open /dev/x\n==PROF== Disconnected", "") == \
+        "An error was reported by the counter measurement library: Failed to open /dev/x"
     assert failure_message(None, "==WARNING== No kernels were profiled.", "").startswith("ncu profiled no kernel")
     assert "\n" not in failure_message(RuntimeError("a\nb"), "", "line one\nlast line\n")
 

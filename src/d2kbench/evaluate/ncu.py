@@ -236,9 +236,15 @@ def failure_message(exc: Exception | None, ncu_output: str, worker_log: str) -> 
     """One line on why a profiling run gave no numbers: ncu's own error first, else the worker's."""
     if "ERR_NVGPUCTRPERM" in ncu_output + worker_log:
         return PERMISSION
-    errors = [line for line in ncu_output.splitlines() if line.startswith("==ERROR==")]
-    if errors:
-        return _one_line(errors[0].removeprefix("==ERROR==").strip())
+    lines = ncu_output.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("==ERROR==")), None)
+    if first is not None:  # ncu continues an error ending in ':' on the lines that follow
+        detail = [lines[first].removeprefix("==ERROR==").strip()]
+        for line in lines[first + 1:first + 4]:
+            if not detail[-1].endswith(":") or line.startswith("=="):
+                break
+            detail.append(line.strip())
+        return _one_line(" ".join(detail))
     if isinstance(exc, RequestFailed):
         return _one_line(f"solution.py failed under ncu: {exc.error}: {exc.message}")
     if isinstance(exc, WorkerFault) and exc.kind == "timeout":
