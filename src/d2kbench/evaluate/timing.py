@@ -1,4 +1,5 @@
-"""GPU timing inside a worker: CUDA events around each call, L2 flushed, inputs rotated."""
+"""GPU timing inside a worker: CUDA events around each call, L2 flushed, a head start for the host, inputs
+rotated."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from collections.abc import Callable, Sequence
 import torch
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
+# A GPU sleep queued after the flush, before the start event, so that the call's first launch is queued before
+# the GPU reaches the start event: without it the event time included a varying share of the host's launch time
+# (attention's expert spends 126-142 us of host time per call for a 107 us kernel, the flush covers about 80 us,
+# and its medians wandered over 117-154 us; with the sleep 106.7-108.4 us: bench/results/2026-12-03-h200-owed
+# call4). Host time between the call's launches still counts, as it would in an eager program.
+HEAD_START_S = 200e-6
+DEFAULT_CLOCK_KHZ = 1_980_000  # the H200's boost clock, where the device does not report one
 PROBE_BYTES = 256 << 20  # the contention probe's copy: past the L2, about 0.13 ms on an H200
 
 
@@ -18,9 +26,15 @@ class Timer:
     def __init__(self, device: torch.device):
         self.device = device
         self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        clock_khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or DEFAULT_CLOCK_KHZ
+        self.head_start_cycles = int(HEAD_START_S * clock_khz * 1e3)
 
     def flush(self) -> None:
         self.flush_buffer.zero_()
+
+    def head_start(self) -> None:
+        """Keep the GPU busy while the host queues the start event and the call (see HEAD_START_S)."""
+        torch.cuda._sleep(self.head_start_cycles)
 
     def time(
         self,
@@ -62,6 +76,7 @@ class Timer:
             slot = slots[i % len(slots)]
             restore(slot)
             self.flush()
+            self.head_start()
             starts[i].record()
             if graph:
                 graphs[slot].replay()
