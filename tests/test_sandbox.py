@@ -7,6 +7,7 @@ stops them is active on this machine.
 
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -310,3 +311,22 @@ def test_under_a_profiler_a_namespace_with_a_network_is_still_left(tmp_path, act
     active_now, netns, interfaces = json.loads(proc.stdout.splitlines()[-1])
     assert netns != os.readlink("/proc/self/ns/net") and interfaces == ["lo"]
     assert any(a.startswith("netns (fresh: the parent's namespace has") for a in active_now)
+
+
+def test_a_diagnosis_can_leave_a_mechanism_out_and_the_status_says_so(tmp_path):
+    box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", skip=["landlock", "rlimit_cpu"])
+    (tmp_path / "home").mkdir()
+    (tmp_path / "spool").mkdir()
+    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
+    code = ("import json, resource, sys; from d2kbench.evaluate import sandbox; "
+            "s = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1]))); "
+            "print(json.dumps([s, resource.getrlimit(resource.RLIMIT_CPU)[0]]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, plan], capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        box.release()
+    status, cpu_limit = json.loads(proc.stdout.splitlines()[-1])
+    assert status["missing"]["landlock"] == status["missing"]["rlimit_cpu"] == "left out for a diagnosis"
+    assert cpu_limit != sandbox.SandboxSettings().cpu_seconds  # the limit was not set
+    assert not any(a.startswith(("landlock", "rlimit_cpu")) for a in status["active"])

@@ -2,12 +2,13 @@
 
 Run on the GPU machine from the repository root (as the evaluator runs, root for the sandbox's uid):
 
-    PYTHONPATH=src python3 bench/diag/ncu_profile_check.py [--timeout 120]
+    PYTHONPATH=src python3 bench/diag/ncu_profile_check.py [--timeout 120] [--tasks IDS]
 
 For each task it runs `profile_ncu` on the expert's file (staged and confined exactly like a candidate)
 on the first scored workload and prints the summary as the agent would see it. When that fails, it also
 runs ncu on the same expert call without the sandbox (bench/ncu_target.py, trusted code only), to tell
-ncu's own problems (permissions, metric names) apart from the sandbox's. Exits 1 if any sandboxed run failed.
+ncu's own problems (permissions, metric names) apart from the sandbox's, and then sandboxed again with one
+mechanism left out at a time (`BISECT`), to name the one that stops ncu. Exits 1 if any sandboxed run failed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from d2kbench.evaluate.ncu import failure_message, ncu_available, ncu_command, p
 from d2kbench.suite import Task, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
+BISECT = (("landlock",), ("uid",), ("rlimit_cpu",), ("landlock", "uid"))  # left out, one try each on a failure
 
 
 def unconfined(task: Task, workload: str, timeout_s: float) -> str:
@@ -66,6 +68,10 @@ def main() -> int:
         if profile.error:
             failed += 1
             print(f"unconfined ncu on the same call: {unconfined(task, workload, args.timeout)}")
+            for skip in BISECT:  # which mechanism stops ncu: the expert is trusted code
+                again = profile_ncu(task, task.expert_path, "cuda:0", workload, args.timeout, sandbox_skip=skip)
+                verdict = again.error or f"OK, {len(again.kernels)} kernel launches"
+                print(f"sandboxed without {'+'.join(skip)}: {verdict}")
     print(f"\n{failed} of {len(tasks)} tasks failed")
     return 1 if failed else 0
 

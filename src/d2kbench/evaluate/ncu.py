@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,8 +158,8 @@ class _NcuSandbox(Sandbox):
     (a namespace of its own would cut ncu off: the first GPU run hung until the limit), with TCP allowed
     to ncu's ports alone."""
 
-    def __init__(self, ncu: list[str], task: Task, device: str):
-        super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS))
+    def __init__(self, ncu: list[str], task: Task, device: str, skip: Sequence[str] = ()):
+        super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS), skip)
         self.ncu = ncu
 
     def prepare(self, home: Path, spool: Path) -> list[str]:
@@ -167,21 +168,23 @@ class _NcuSandbox(Sandbox):
 
 
 def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workload: str | None = None,
-                timeout_s: float = TIMEOUT_S) -> NcuProfile:
-    """ncu's summary of one call of the candidate's `run` on `workload` (default: the first scored one)."""
+                timeout_s: float = TIMEOUT_S, sandbox_skip: Sequence[str] = ()) -> NcuProfile:
+    """ncu's summary of one call of the candidate's `run` on `workload` (default: the first scored one).
+    `sandbox_skip` leaves sandbox mechanisms out, for a diagnosis on trusted code only."""
     name = workload or task.split("scored")[0].name
     reason = ncu_available() if device.startswith("cuda") else f"ncu needs a CUDA device, not {device}"
     if reason:
         return NcuProfile(name, error=reason)
     try:
-        return NcuProfile(name, _profile(task, Path(candidate), device, name, timeout_s))
+        return NcuProfile(name, _profile(task, Path(candidate), device, name, timeout_s, sandbox_skip))
     except NcuFailure as exc:
         return NcuProfile(name, error=str(exc), ncu_fault=exc.ncu_fault)
     except Exception as exc:  # a harness fault: still one line, never an exception out of the tool
         return NcuProfile(name, error=_one_line(f"profiling failed: {type(exc).__name__}: {exc}"))
 
 
-def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s: float) -> list[KernelSummary]:
+def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s: float,
+             skip: Sequence[str]) -> list[KernelSummary]:
     deadline = time.monotonic() + timeout_s
 
     def left() -> float:
@@ -199,7 +202,7 @@ def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s:
     try:
         with gpu_lock(device):  # ncu replays kernels: nobody times on this GPU meanwhile
             trusted = ev.spawn("trusted")
-            sandbox = _NcuSandbox(ncu_command(log), task, device)
+            sandbox = _NcuSandbox(ncu_command(log), task, device, skip)
             cand = WorkerProcess("candidate", device, ev.spool, ev.work, env, sandbox)
             ev.start_trusted(trusted)
             staged = cand.stage(candidate)

@@ -83,6 +83,7 @@ class Plan:
     gpu: bool
     package: str = str(_PACKAGE)
     profiler_ports: list[int] = field(default_factory=list)  # TCP to a profiler's front end in the parent's netns
+    skip: list[str] = field(default_factory=list)  # mechanisms left out: diagnoses only, never an evaluation
 
 
 # -- the parent's side -------------------------------------------------------------------------------
@@ -90,9 +91,10 @@ class Sandbox:
     """One candidate worker's sandbox, seen from the parent: prepare, watch, kill, release."""
 
     def __init__(self, settings: SandboxSettings, hidden: list[Path], device: str,
-                 profiler_ports: Sequence[int] = ()):
+                 profiler_ports: Sequence[int] = (), skip: Sequence[str] = ()):
         self.settings, self.hidden, self.gpu = settings, [str(p.resolve()) for p in hidden], device != "cpu"
         self.profiler_ports = list(profiler_ports)  # set: the child stays in the parent's loopback-only netns
+        self.skip = list(skip)  # a diagnosis's: which mechanism stops a tool (bench/diag/ncu_profile_check.py)
         self.uid: int | None = None
         self._uid_lock: Any = None
         self.cgroup: Path | None = None
@@ -112,7 +114,7 @@ class Sandbox:
             uid=self.uid, cgroup=str(self.cgroup) if self.cgroup else None, home=str(home), spool=str(spool),
             hidden=self.hidden, memory_bytes=self.settings.memory_bytes or _half_ram(),
             cpu_seconds=self.settings.cpu_seconds, nproc=self.nproc, gpu=self.gpu,
-            profiler_ports=self.profiler_ports,
+            profiler_ports=self.profiler_ports, skip=self.skip,
         )
         return [sys.executable, "-m", "d2kbench.evaluate.sandbox", json.dumps(asdict(plan)), "--"]
 
@@ -406,6 +408,9 @@ def enter(plan: Plan) -> dict[str, Any]:
     missing: dict[str, str] = {}
 
     def attempt(name: str, step) -> None:
+        if name in plan.skip:
+            missing[name] = "left out for a diagnosis"
+            return
         try:
             note = step()
             active.append(name if not note else f"{name} ({note})")
