@@ -7,7 +7,6 @@ stops them is active on this machine.
 
 import json
 import os
-import resource
 import socket
 import subprocess
 import sys
