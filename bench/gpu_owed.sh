@@ -7,8 +7,7 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time. The
 # scripted/expert run keeps its store in $STATE too, so a second call resumes it (finished cells skipped, the
 # cut-off one restarted), and every call packs a copy of the store without workspaces. Steps, in order:
-# the ncu self-check (the profile tool's ncu timed out in the sandbox before the loopback-namespace fix),
-# the B=1 attention spread diagnosis, issue 4's scripted/expert run (RUN_TASKS, default all; attention and
+# the ncu self-check (sandboxed, then bisecting the sandbox's mechanisms where that fails), issue 4's scripted/expert run (RUN_TASKS, default all; attention and
 # moe are done in bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden
 # workloads, the endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's
 # stability on moe and quant. Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
@@ -24,7 +23,6 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   tail -n 1 "$R/steps.txt" | grep -q "^$name rc=0 " && touch "$STATE/$name.done"
 }
 once ncu_profile_check 150 python3 bench/diag/ncu_profile_check.py --timeout 60
-once b1_spread 60 python3 bench/diag/b1_spread.py
 once run 480 python3 -m d2kbench run --model scripted/expert --tasks "${RUN_TASKS:-all}" --configs none --out "$STATE/run"
 python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
 [ -d "$STATE/run" ] && mkdir -p "$R/run" && tar -C "$STATE/run" --exclude=./workspaces -cf - . 2>/dev/null | tar -C "$R/run" -xf -
