@@ -7,8 +7,8 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time. The
 # scripted/expert run keeps its store in $STATE too, so a second call resumes it (finished cells skipped, the
 # cut-off one restarted), and every call packs a copy of the store without workspaces. Steps, in order:
-# the ncu self-check (sandboxed, then bisecting the sandbox's mechanisms where that fails), issue 4's scripted/expert run (RUN_TASKS, default all; attention and
-# moe are done in bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden
+# the ncu self-check on moe (sandboxed, then bisecting the sandbox's mechanisms where that fails), issue 4's
+# scripted/expert run (RUN_TASKS, default all; attention and moe are done in bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden
 # workloads, the endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's
 # stability on moe and quant. Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -22,7 +22,7 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -q "^$name rc=0 " && touch "$STATE/$name.done"
 }
-once ncu_profile_check 150 python3 bench/diag/ncu_profile_check.py --timeout 60
+once ncu_profile_check 200 python3 bench/diag/ncu_profile_check.py --timeout 60 --tasks moe_align_block_size
 once run 480 python3 -m d2kbench run --model scripted/expert --tasks "${RUN_TASKS:-all}" --configs none --out "$STATE/run"
 python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
 [ -d "$STATE/run" ] && mkdir -p "$R/run" && tar -C "$STATE/run" --exclude=./workspaces -cf - . 2>/dev/null | tar -C "$R/run" -xf -
