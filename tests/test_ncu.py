@@ -144,6 +144,9 @@ def test_a_hang_before_any_candidate_code_is_ncus_fault_and_a_hang_in_the_call_i
     assert denied.ncu_fault and str(denied) == ncu.PERMISSION
     crashed = ncu.stage_failure("inputs", WorkerFault("crash", "exit code -11"), "", "")
     assert not crashed.ncu_fault
+    library = ncu.stage_failure("call", WorkerFault("crash", "exit code 1"),
+                                "==ERROR== An error was reported by the counter measurement library:\n  x", "")
+    assert library.ncu_fault
 
 
 def test_the_service_stops_trying_ncu_after_ncus_own_failure(toy_task, tmp_path, monkeypatch):

@@ -120,6 +120,8 @@ class NcuFailure(RuntimeError):
 # Stages of a profiling run in which no code of the candidate's runs: a hang there is ncu's (it failed to
 # attach to the process, which then waits for it at CUDA's start), never the candidate's.
 NO_CANDIDATE_CODE = {"start": "starting", "inputs": "receiving its inputs (CUDA's start)"}
+# ncu errors that say its own measurement failed, whatever the kernel (seen on the expert in the sandbox)
+NCU_OWN_ERRORS = ("An error was reported by the counter measurement library",)
 
 
 def stage_failure(stage: str, exc: Exception, ncu_output: str, worker_log: str) -> NcuFailure:
@@ -128,7 +130,7 @@ def stage_failure(stage: str, exc: Exception, ncu_output: str, worker_log: str) 
     if isinstance(exc, WorkerFault) and exc.kind == "timeout" and stage in NO_CANDIDATE_CODE:
         return NcuFailure(f"{message}: the profiled process hung while {NO_CANDIDATE_CODE[stage]}, before any "
                           "code of yours ran there; ncu could not attach to it", ncu_fault=True)
-    return NcuFailure(message, ncu_fault=message == PERMISSION)
+    return NcuFailure(message, ncu_fault=message == PERMISSION or message.startswith(NCU_OWN_ERRORS))
 
 
 def ncu_available() -> str | None:
