@@ -50,7 +50,7 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "gpu_illegal_address.py": ("crash", "cuda_error"),
     "gpu_endless_kernel.py": ("timeout", "call_timeout"),
     "gpu_side_stream.py": ("integrity", "side_stream"),
-    "gpu_torch_behind_guard.py": ("integrity", "foreign_kernel"),
+    "torch_behind_guard.py": ("integrity", "foreign_kernel"),
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),

@@ -17,6 +17,7 @@ CASES = [
     ("stale_by_shape.py", "integrity", "stale_output"),
     ("aliased_output.py", "integrity", "alias"),
     ("torch_does_work.py", "integrity", "aten_op"),
+    ("torch_behind_guard.py", "integrity", "aten_op"),  # the guard switched off: the traced call's aten ops
     ("no_triton.py", "integrity", "no_triton_launch"),
     ("mutates_input.py", "integrity", "input_mutated"),
     ("raises.py", "error", "exception"),

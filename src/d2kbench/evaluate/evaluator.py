@@ -356,7 +356,7 @@ class Evaluation:
 
     def checked_call(self, workload: Workload, wr: WorkloadResult, slot: int, expected_set: int,
                      stale_check: bool = False, trace: bool = False) -> bool:
-        """One guarded, poisoned call (with `trace`, its GPU kernels listed); records failures on `wr`;
+        """One guarded, poisoned call (with `trace`, its kernels and aten ops listed); records failures on `wr`;
         True when everything held."""
         name = workload.name
         reply = self.cand.request(

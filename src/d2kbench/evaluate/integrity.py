@@ -194,21 +194,25 @@ TORCH_HOUSEKEEPING = ("fill", "copy", "memset", "memcpy")
 
 
 def traced_call(call: Callable[[], object], device: torch.device) -> tuple[object, list[dict] | None, str | None]:
-    """Run `call` under torch.profiler (CUDA activity); (its result, its kernels, why there is no trace).
+    """Run `call` under torch.profiler; (its result, its kernels and aten ops, why there is no trace).
 
-    Each kernel is {"name", "stream"}. A profiler that cannot start is not the candidate's fault: the
-    call then runs untraced and the reason comes back instead of the kernels.
+    Each kernel is {"name", "stream"}, each aten op {"name", "op": True}. On a GPU both; on the CPU (the
+    interpreter) there are no kernels, but the dispatcher's aten ops still show a computation that ran
+    with the op guard switched off. A profiler that cannot start is not the candidate's fault: the call
+    then runs untraced and the reason comes back instead of the kernels.
     """
     from torch.profiler import ProfilerActivity, profile
 
+    gpu = device.type == "cuda"
     try:
-        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] if gpu else [ProfilerActivity.CPU])
         prof.__enter__()
     except Exception as exc:  # noqa: BLE001 - any profiler failure means no trace, never a verdict
         return call(), None, f"{type(exc).__name__}: {exc}"
     try:
         out = call()
-        torch.cuda.synchronize(device)
+        if gpu:
+            torch.cuda.synchronize(device)
     finally:
         prof.__exit__(None, None, None)
     with tempfile.NamedTemporaryFile(suffix=".json", dir=".") as trace:

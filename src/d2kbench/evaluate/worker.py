@@ -125,7 +125,7 @@ class Worker:
         with torch.no_grad():
             if req.get("guard", False):
                 with guard:
-                    if req.get("trace") and self.device.type == "cuda":
+                    if req.get("trace"):
                         out, kernels, trace_error = integrity.traced_call(
                             lambda: self.functions[fn_name](*inputs), self.device)
                     else:

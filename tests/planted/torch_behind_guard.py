@@ -1,5 +1,6 @@
-"""Planted (GPU only): lets torch do the work with the dispatch modes switched off, so the op guard
-never sees the ops; one token Triton launch. Only the kernel trace can see torch's kernels."""
+"""Planted: lets torch do the work with the dispatch modes switched off, so the op guard never sees the
+ops; one token Triton launch. The traced call sees them: torch's kernels on the GPU (foreign_kernel),
+the dispatcher's aten ops on the CPU (aten_op)."""
 
 import torch
 import triton
