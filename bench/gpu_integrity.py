@@ -38,6 +38,7 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "torch_does_work.py": ("integrity", "aten_op"),
     "no_triton.py": ("integrity", "no_triton_launch"),
     "mutates_input.py": ("integrity", "input_mutated"),
+    "subclass_output.py": ("integrity", "not_plain_tensor"),
     "raises.py": ("error", "exception"),
     "syntax_error.py": ("error", "import_error"),
     "no_run.py": ("error", "no_run"),

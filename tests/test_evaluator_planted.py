@@ -18,6 +18,7 @@ CASES = [
     ("aliased_output.py", "integrity", "alias"),
     ("torch_does_work.py", "integrity", "aten_op"),
     ("torch_behind_guard.py", "integrity", "aten_op"),  # the guard switched off: the traced call's aten ops
+    ("subclass_output.py", "integrity", "not_plain_tensor"),
     ("no_triton.py", "integrity", "no_triton_launch"),
     ("mutates_input.py", "integrity", "input_mutated"),
     ("raises.py", "error", "exception"),
