@@ -43,6 +43,8 @@ def codes(source: str) -> set[tuple[str, int, bool]]:
     ("import torch\ndel torch.mm", ("monkeypatch", 2, True)),
     ("import sys\nsys.modules['triton'] = None", ("monkeypatch", 2, True)),
     ("import builtins\nbuiltins.open = None", ("introspection", 1, True)),
+    ("import torch\nwith torch.profiler.record_function('d2k::triton_launch'):\n    pass", ("introspection", 2, True)),
+    ("from torch.autograd import profiler", ("introspection", 1, True)),
     ("import os\nseed = os.environ.get('SEED')", ("env_read", 2, False)),
     ("import os\nseed = os.getenv('SEED')", ("env_read", 2, False)),
     ("data = open('/proc/1/environ').read()", ("file_access", 1, False)),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import tempfile
 import time
 from collections import Counter
@@ -82,13 +83,20 @@ class OpGuard(TorchDispatchMode):
         return out
 
 
+# The profiler range around each Triton launch in interpreter mode, where the interpreter (and the harness's
+# fp8 emulation, `interp_fp8`) run aten ops that are the kernel's, not torch work of the candidate's
+LAUNCH_RANGE = "d2k::triton_launch"
+
+
 class TritonLaunches:
-    """Counts Triton launches while installed; Triton's launch path runs with the op guard off."""
+    """Counts Triton launches while installed; Triton's launch path runs with the op guard off. In interpreter
+    mode each launch is also a profiler range (`LAUNCH_RANGE`), so the kernel trace can leave its ops out."""
 
     def __init__(self) -> None:
         self.count = 0
         self.names: set[str] = set()  # the launched kernels' function names (their names on the GPU)
         self._patched: list[tuple[type, str, object]] = []
+        self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
 
     def install(self) -> None:
         from triton.runtime import autotuner, jit
@@ -119,7 +127,10 @@ class TritonLaunches:
                 launches.count += 1
                 launches.names.add(getattr(getattr(args[0], "fn", None), "__name__", "?"))
             with _disable_current_modes():
-                return original(*args, **kwargs)
+                if not launches.interpreted:
+                    return original(*args, **kwargs)
+                with torch.profiler.record_function(LAUNCH_RANGE):
+                    return original(*args, **kwargs)
 
         return run
 
@@ -220,10 +231,20 @@ def traced_call(call: Callable[[], object], device: torch.device) -> tuple[objec
         events = json.loads(Path(trace.name).read_text()).get("traceEvents", [])
     kernels = [{"name": str(e.get("name", "")), "stream": (e.get("args") or {}).get("stream")}
                for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
-    # aten ops as the dispatcher saw them: also those run with the Python dispatch modes switched off
+    # aten ops as the dispatcher saw them: also those run with the Python dispatch modes switched off; on the
+    # CPU not those inside an interpreted Triton launch (the kernel's own work)
+    launches = [e for e in events if e.get("name") == LAUNCH_RANGE] if not gpu else []
     kernels += [{"name": str(e["name"]), "op": True} for e in events
-                if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("aten::")]
+                if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("aten::")
+                and not any(_inside(e, launch) for launch in launches)]
     return out, kernels, None
+
+
+def _inside(event: dict, span: dict) -> bool:
+    """Whether a trace event lies within another's time span, on the same thread."""
+    start, end = float(event.get("ts", 0)), float(event.get("ts", 0)) + float(event.get("dur", 0))
+    lo, hi = float(span.get("ts", 0)), float(span.get("ts", 0)) + float(span.get("dur", 0))
+    return event.get("tid") == span.get("tid") and lo <= start and end <= hi
 
 
 def kernel_findings(kernels: list[dict], triton_names: Iterable[str]) -> dict[str, list[str]]:

@@ -58,6 +58,8 @@ RULES: tuple[tuple[str, str, bool, str], ...] = (
     ("sys._getframe", "introspection", True, "walks the interpreter's frames"),
     ("sys.settrace", "introspection", True, "traces the interpreter"),
     ("sys.setprofile", "introspection", True, "traces the interpreter"),
+    ("torch.profiler", "introspection", True, "drives the profiler that checks the call"),
+    ("torch.autograd.profiler", "introspection", True, "drives the profiler that checks the call"),
     ("sys.modules", "monkeypatch", True, "reaches loaded modules by name"),
     ("os.environ", "env_read", False, "reads the environment"),
     ("os.getenv", "env_read", False, "reads the environment"),
