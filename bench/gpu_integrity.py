@@ -39,6 +39,7 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "no_triton.py": ("integrity", "no_triton_launch"),
     "mutates_input.py": ("integrity", "input_mutated"),
     "subclass_output.py": ("integrity", "not_plain_tensor"),
+    "forged_reply.py": ("integrity", "forged_result"),
     "raises.py": ("error", "exception"),
     "syntax_error.py": ("error", "import_error"),
     "no_run.py": ("error", "no_run"),

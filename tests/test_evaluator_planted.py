@@ -19,6 +19,7 @@ CASES = [
     ("torch_does_work.py", "integrity", "aten_op"),
     ("torch_behind_guard.py", "integrity", "aten_op"),  # the guard switched off: the traced call's aten ops
     ("subclass_output.py", "integrity", "not_plain_tensor"),
+    ("forged_reply.py", "integrity", "forged_result"),  # its own message on the reply pipe, without the id
     ("no_triton.py", "integrity", "no_triton_launch"),
     ("mutates_input.py", "integrity", "input_mutated"),
     ("raises.py", "error", "exception"),

@@ -46,11 +46,11 @@ def test_a_paused_worker_answers_only_after_it_is_resumed(tmp_path):
     try:
         worker.wait_ready()
         with worker.paused():
-            channel.write_message(worker.fd_req, {"op": "drop", "slots": []})
+            channel.write_message(worker.fd_req, {"op": "drop", "slots": [], "id": "r1"})
             ready, _, _ = select.select([worker.fd_rep], [], [], 1.0)
             assert not ready  # stopped: no reply
             start = time.monotonic()
-        assert channel.read_message(worker.fd_rep) == {"ok": True}
+        assert channel.read_message(worker.fd_rep) == {"ok": True, "id": "r1"}
         assert time.monotonic() - start < 30
     finally:
         worker.close()

@@ -25,12 +25,15 @@ REASONS = {
 }
 
 
-# The verdict when the sandbox stops a candidate: a limit it ran into, or an access it was refused.
+# The verdict when the sandbox stops a candidate (a limit it ran into, an access it was refused), or the
+# protocol does (a reply it forged).
 SANDBOX_VERDICTS = {  # reason: (verdict, what happened)
     "out_of_memory": ("crash", "the candidate ran out of its memory limit"),
     "process_limit": ("crash", "the candidate ran into its process limit (a fork bomb)"),
     "cpu_time_limit": ("timeout", "the candidate used up its CPU time"),
     "sandbox_denied": ("error", "the sandbox refused an access (a file, a signal or the network)"),
+    "forged_result": ("integrity", "a message on the worker's reply pipe answered no request: the candidate's "
+                                   "code wrote its own"),
 }
 
 

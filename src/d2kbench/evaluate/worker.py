@@ -309,7 +309,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                 raise ValueError(f"unknown request {op!r}")
             reply = handlers[op](req)
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
-            channel.write_message(fd_out, {"ok": True, **reply})
+            channel.write_message(fd_out, {"ok": True, **reply, "id": req.get("id")})
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"
             cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)
@@ -319,6 +319,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                 fd_out,
                 {
                     "ok": False,
+                    "id": req.get("id"),
                     "error": type(exc).__name__,
                     "message": str(exc)[:4000],
                     "traceback": traceback.format_exc()[-8000:],

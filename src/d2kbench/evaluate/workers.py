@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -129,6 +130,7 @@ class WorkerProcess:
         """Send one request; return its reply, raise `RequestFailed` or `WorkerFault`."""
         self.wait_ready()
         start = time.perf_counter()
+        message = {**message, "id": secrets.token_hex(8)}  # the reply must carry it: code in the worker can't
         try:
             channel.write_message(self.fd_req, message)
         except (BrokenPipeError, OSError):
@@ -138,6 +140,10 @@ class WorkerProcess:
         finally:
             op = str(message.get("op"))
             self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - start
+        if reply.get("id") != message["id"]:
+            self.kill()
+            raise WorkerFault("crash", f"a message answering no request arrived for {op!r} (id "
+                              f"{str(reply.get('id'))[:20]!r}): written by code in the worker", "forged_result")
         if not reply.get("ok"):
             failed = RequestFailed(reply)
             failed.stopped_by = "out_of_memory" if reply.get("out_of_memory") else self._limit_hit()
