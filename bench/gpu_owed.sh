@@ -8,8 +8,8 @@
 # scripted/expert run keeps its store in $STATE too, so a second call resumes it (finished cells skipped, the
 # cut-off one restarted), and every call packs a copy of the store without workspaces. Steps, in order:
 # the ncu self-check on moe (sandboxed, then bisecting the sandbox's mechanisms where that fails; done once it
-# ends, pass or fail), issue 4's scripted/expert run (RUN_TASKS, default all; attention and moe are done in
-# bench/results/2026-12-03-h200-owed), all of gpu_integrity (planted candidates with hidden workloads, the
+# ends, pass or fail), issue 4's scripted/expert run (RUN_TASKS, default all: attention and moe of
+# bench/results/2026-12-03-h200-owed were timed before the Timer's head start), all of gpu_integrity (planted candidates with hidden workloads, the
 # endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's stability on moe and
 # quant. Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
