@@ -221,6 +221,7 @@ class Evaluation:
             return [(link and self.linked(v, worker)) or channel.pack_value(v, worker.spool) for v in values]
 
     def linked(self, value: Any, worker: WorkerProcess) -> dict[str, Any] | None:
+        """`value` as a link to the trusted worker's file in `worker`'s spool, if it is one of its inputs."""
         entry = self.input_files.get(id(value))
         if entry is None or entry[0] is not value:
             return None
