@@ -258,12 +258,32 @@ print(json.dumps(out))
 '''
 
 
+def plan_of(box: sandbox.Sandbox, tmp_path: Path) -> str:
+    """`box` prepared for folders under `tmp_path`: the JSON plan its child enters."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "spool").mkdir()
+    return box.prepare(tmp_path / "home", tmp_path / "spool")[3]
+
+
+def entered(box: sandbox.Sandbox, tmp_path: Path, report: str):
+    """Enter `box`'s plan in a fresh Python and return `report` (an expression over the status `s`), as JSON."""
+    plan = plan_of(box, tmp_path)
+    code = ("import json, os, resource, sys; from d2kbench.evaluate import sandbox; "
+            "s = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1]))); "
+            f"print(json.dumps({report}))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, plan], capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        box.release()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
 def run_profiled(tmp_path: Path, command_prefix: list[str], port: int) -> dict:
     """A stand-in for ncu: a front end that reaches a sandboxed child on a loopback port."""
     box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", profiler_ports=[port])
-    (tmp_path / "home").mkdir()
-    (tmp_path / "spool").mkdir()
-    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
+    plan = plan_of(box, tmp_path)
     (tmp_path / "child.py").write_text(PROFILED_CHILD)
     (tmp_path / "front.py").write_text(FRONT_END)
     os.chmod(tmp_path, 0o755)
@@ -296,36 +316,15 @@ def test_under_a_profiler_a_namespace_with_a_network_is_still_left(tmp_path, act
     if sandbox._interfaces() == ["lo"]:
         pytest.skip("this machine's namespace has loopback alone")
     box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", profiler_ports=[49152])
-    (tmp_path / "home").mkdir()
-    (tmp_path / "spool").mkdir()
-    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
-    code = ("import json, os, sys; from d2kbench.evaluate import sandbox; "
-            "s = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1]))); "
-            "print(json.dumps([s['active'], os.readlink('/proc/self/ns/net'), sandbox._interfaces()]))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, plan], capture_output=True, text=True, env=env, timeout=60)
-    finally:
-        box.release()
-    active_now, netns, interfaces = json.loads(proc.stdout.splitlines()[-1])
+    active_now, netns, interfaces = entered(
+        box, tmp_path, "[s['active'], os.readlink('/proc/self/ns/net'), sandbox._interfaces()]")
     assert netns != os.readlink("/proc/self/ns/net") and interfaces == ["lo"]
     assert any(a.startswith("netns (fresh: the parent's namespace has") for a in active_now)
 
 
 def test_a_diagnosis_can_leave_a_mechanism_out_and_the_status_says_so(tmp_path):
     box = sandbox.Sandbox(sandbox.SandboxSettings(), [], "cpu", skip=["landlock", "rlimit_cpu"])
-    (tmp_path / "home").mkdir()
-    (tmp_path / "spool").mkdir()
-    plan = box.prepare(tmp_path / "home", tmp_path / "spool")[3]
-    code = ("import json, resource, sys; from d2kbench.evaluate import sandbox; "
-            "s = sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1]))); "
-            "print(json.dumps([s, resource.getrlimit(resource.RLIMIT_CPU)[0]]))")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, plan], capture_output=True, text=True, env=env, timeout=60)
-    finally:
-        box.release()
-    status, cpu_limit = json.loads(proc.stdout.splitlines()[-1])
+    status, cpu_limit = entered(box, tmp_path, "[s, resource.getrlimit(resource.RLIMIT_CPU)[0]]")
     assert status["missing"]["landlock"] == status["missing"]["rlimit_cpu"] == "left out for a diagnosis"
     assert cpu_limit != sandbox.SandboxSettings().cpu_seconds  # the limit was not set
     assert not any(a.startswith(("landlock", "rlimit_cpu")) for a in status["active"])
