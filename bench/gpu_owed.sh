@@ -8,7 +8,7 @@
 # scripted/expert run keeps its store in $STATE too, so a second call resumes it (finished cells skipped, the
 # cut-off one restarted), and every call packs a copy of the store without workspaces. Steps, in order:
 # the ncu self-check on moe (sandboxed, then bisecting the sandbox's mechanisms where that fails; done once it
-# ends, pass or fail), issue 4's scripted/expert run (RUN_TASKS, default all: attention and moe of
+# ends, pass or fail), whether a sandboxed child can open the parent's GPU memory by CUDA IPC, issue 4's scripted/expert run (RUN_TASKS, default all: attention and moe of
 # bench/results/2026-12-03-h200-owed were timed before the Timer's head start), all of gpu_integrity (planted candidates with hidden workloads, the
 # endless kernel, sabotage vs the reference time), the spool routes, and the evaluator's stability on moe and
 # quant. Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
@@ -25,6 +25,7 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 }
 once ncu_profile_check 200 bash -c 'python3 bench/diag/ncu_profile_check.py --timeout 60 \
   --tasks moe_align_block_size; echo "ncu_profile_check exit $?"'
+once ipc 60 python3 bench/diag/cuda_ipc_probe.py --mib 1024
 once run 480 python3 -m d2kbench run --model scripted/expert --tasks "${RUN_TASKS:-all}" --configs none --out "$STATE/run"
 python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
 [ -d "$STATE/run" ] && mkdir -p "$R/run" && tar -C "$STATE/run" --exclude=./workspaces -cf - . 2>/dev/null | tar -C "$R/run" -xf -

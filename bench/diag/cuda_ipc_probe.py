@@ -1,0 +1,144 @@
+"""Can a sandboxed candidate worker open the trusted side's GPU memory by legacy CUDA IPC, and how fast?
+
+    PYTHONPATH=src python3 bench/diag/cuda_ipc_probe.py [--mib 1024]
+
+The evaluator moves every input set through host files (GPU -> /dev/shm -> GPU, about 0.7 GB/s on the largest
+attention workload). If a child under the candidate's sandbox (its own uid, network namespace, landlock) can
+open a `cuIpcGetMemHandle` handle of the parent's allocation, input sets could go device to device instead.
+The parent fills a tensor, hands its handle to two children (unconfined, then sandboxed); each opens it,
+checks the bytes, times a device-to-device clone, and writes one byte (is the mapping writable?).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def driver() -> ctypes.CDLL:
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def check(code: int, what: str) -> None:
+    if code != 0:
+        raise RuntimeError(f"{what} failed: CUresult {code}")
+
+
+class Cai:
+    """A raw device pointer as `__cuda_array_interface__`, for torch.as_tensor."""
+
+    def __init__(self, pointer: int, size: int):
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (pointer, False),
+                                         "version": 3}
+
+
+def child(args: argparse.Namespace) -> None:
+    report: dict = {"role": args.role}
+    if args.plan:
+        from d2kbench.evaluate import sandbox
+
+        status = sandbox.enter(sandbox.Plan(**json.loads(Path(args.plan).read_text())))
+        report["sandbox_active"] = status.get("active")
+        report["sandbox_missing"] = status.get("missing")
+    try:
+        torch.empty(1, device="cuda")  # the primary context, current on this thread
+        cuda = driver()
+        handle = IpcHandle.from_buffer_copy(bytes.fromhex(args.handle))
+        base = ctypes.c_uint64()
+        start = time.perf_counter()
+        opener = getattr(cuda, "cuIpcOpenMemHandle_v2", None) or cuda.cuIpcOpenMemHandle
+        check(opener(ctypes.byref(base), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
+        report["open_ms"] = (time.perf_counter() - start) * 1e3
+        view = torch.as_tensor(Cai(base.value + args.offset, args.size), device="cuda")
+        report["sum_matches"] = int(view[: 1 << 20].to(torch.int64).sum().item()) == args.checksum
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        copy = view.clone()
+        torch.cuda.synchronize()
+        report["clone_gbps"] = args.size / (time.perf_counter() - start) / 1e9
+        start = time.perf_counter()
+        copy = view.clone()
+        torch.cuda.synchronize()
+        report["clone2_gbps"] = args.size / (time.perf_counter() - start) / 1e9
+        view[0] = 7
+        torch.cuda.synchronize()
+        del view, copy
+        check(cuda.cuIpcCloseMemHandle(base), "cuIpcCloseMemHandle")
+        report["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - the probe reports any failure
+        report["ok"] = False
+        report["error"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(report), flush=True)
+
+
+def parent(args: argparse.Namespace) -> None:
+    from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
+
+    size = args.mib << 20
+    pad = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")  # not at a block's start: tests the offset
+    data = torch.randint(0, 255, (size,), dtype=torch.uint8, device="cuda")
+    data[0] = 1
+    checksum = int(data[: 1 << 20].to(torch.int64).sum().item())
+    cuda = driver()
+    base, extent = ctypes.c_uint64(), ctypes.c_size_t()
+    check(cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(extent), ctypes.c_uint64(data.data_ptr())),
+          "cuMemGetAddressRange")
+    handle = IpcHandle()
+    check(cuda.cuIpcGetMemHandle(ctypes.byref(handle), base), "cuIpcGetMemHandle")
+    offset = data.data_ptr() - base.value
+    print(f"parent: {args.mib} MiB at offset {offset} of a {extent.value >> 20} MiB block", flush=True)
+    common = ["--handle", bytes(handle).hex(), "--offset", str(offset), "--size", str(size),
+              "--checksum", str(checksum)]
+    with tempfile.TemporaryDirectory(prefix="d2k-ipc-") as tmp:
+        home, spool = Path(tmp) / "home", Path(tmp) / "spool"
+        home.mkdir()
+        spool.mkdir()
+        box = Sandbox(SandboxSettings(), hidden=[], device="cuda:0")
+        prefix = box.prepare(home, spool)
+        plan = Path(tmp) / "plan.json"
+        plan.write_text(prefix[3])
+        plan.chmod(0o644)
+        try:
+            for role, extra in (("unconfined", []), ("sandboxed", ["--plan", str(plan)])):
+                run = subprocess.run([sys.executable, __file__, "--child", "--role", role, *common, *extra],
+                                     capture_output=True, text=True, timeout=120)
+                print(run.stdout.strip() or f"{role}: no report, rc={run.returncode}", flush=True)
+                if run.stderr.strip():
+                    print(f"{role} stderr: {run.stderr.strip()[-800:]}", flush=True)
+                torch.cuda.synchronize()
+                print(f"after {role}: parent sees byte 0 = {int(data[0].item())} (7: the child's write landed)",
+                      flush=True)
+                data[0] = 1
+        finally:
+            box.release()
+    del pad
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mib", type=int, default=1024)
+    parser.add_argument("--child", action="store_true")
+    parser.add_argument("--role", default="parent")
+    parser.add_argument("--plan")
+    parser.add_argument("--handle")
+    parser.add_argument("--offset", type=int)
+    parser.add_argument("--size", type=int)
+    parser.add_argument("--checksum", type=int)
+    args = parser.parse_args()
+    (child if args.child else parent)(args)
+
+
+if __name__ == "__main__":
+    main()
