@@ -31,19 +31,28 @@ def main() -> int:
     parser.add_argument("--tasks", default="")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="candidate's worker unconfined (a diagnosis: does the sandbox change its times?)")
     args = parser.parse_args()
     tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
     report, ok = [], True
     for task in tasks:
         runs = []
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
-            r = evaluate(task, task.expert_path, EvalOptions())
+            r = evaluate(task, task.expert_path, EvalOptions(sandbox=not args.no_sandbox))
             runs.append(r)
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items())
             fractions = ", ".join(f"{w.name} {w.fraction_of_expert:.3f}" for w in r.workloads
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
+            for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us
+                t = {fn: w.timings[fn] for fn in ("candidate", "expert") if fn in w.timings}
+                if len(t) == 2:
+                    graph = [x.graph_median_ms for x in t.values()]
+                    shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
+                    print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
+                          f"{t['expert'].median_ms * 1e3:.2f}{shown}", flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
         fractions, speedups, times_us = defaultdict(list), defaultdict(list), defaultdict(list)

@@ -25,7 +25,10 @@ from d2kbench.evaluate.ncu import failure_message, ncu_available, ncu_command, p
 from d2kbench.suite import Task, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-BISECT = (("landlock",), ("uid",), ("rlimit_cpu",), ("landlock", "uid"))  # left out, one try each on a failure
+# Left out, one try each on a failure. Landlock alone was the one (bench/results/2026-12-03-h200-owed-2):
+# its scope (abstract unix sockets, signals), its TCP rule, or a path (GRANTS: opened wholly, one try each).
+BISECT = (("landlock",), ("landlock_scope",), ("landlock_tcp",))
+GRANTS = (("/dev/shm",), ("/tmp",), ("/dev",), ("/proc",), ("/sys", "/root", "/var", "/run"), ("/",))
 
 
 def unconfined(task: Task, workload: str, timeout_s: float) -> str:
@@ -72,6 +75,12 @@ def main() -> int:
                 again = profile_ncu(task, task.expert_path, "cuda:0", workload, args.timeout, sandbox_skip=skip)
                 verdict = again.error or f"OK, {len(again.kernels)} kernel launches"
                 print(f"sandboxed without {'+'.join(skip)}: {verdict}")
+                if skip == ("landlock",) and not again.error:
+                    for grant in GRANTS:
+                        opened = profile_ncu(task, task.expert_path, "cuda:0", workload, args.timeout,
+                                             sandbox_grant=grant)
+                        print(f"sandboxed, landlock opening {'+'.join(grant)}: "
+                              f"{opened.error or f'OK, {len(opened.kernels)} kernel launches'}")
     print(f"\n{failed} of {len(tasks)} tasks failed")
     return 1 if failed else 0
 

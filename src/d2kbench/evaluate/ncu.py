@@ -160,8 +160,9 @@ class _NcuSandbox(Sandbox):
     (a namespace of its own would cut ncu off: the first GPU run hung until the limit), with TCP allowed
     to ncu's ports alone."""
 
-    def __init__(self, ncu: list[str], task: Task, device: str, skip: Sequence[str] = ()):
-        super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS), skip)
+    def __init__(self, ncu: list[str], task: Task, device: str, skip: Sequence[str] = (), grant: Sequence[str] = ()):
+        super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS), skip,
+                         grant)
         self.ncu = ncu
 
     def prepare(self, home: Path, spool: Path) -> list[str]:
@@ -170,15 +171,18 @@ class _NcuSandbox(Sandbox):
 
 
 def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workload: str | None = None,
-                timeout_s: float = TIMEOUT_S, sandbox_skip: Sequence[str] = ()) -> NcuProfile:
+                timeout_s: float = TIMEOUT_S, sandbox_skip: Sequence[str] = (),
+                sandbox_grant: Sequence[str] = ()) -> NcuProfile:
     """ncu's summary of one call of the candidate's `run` on `workload` (default: the first scored one).
-    `sandbox_skip` leaves sandbox mechanisms out, for a diagnosis on trusted code only."""
+    `sandbox_skip` leaves sandbox mechanisms out, `sandbox_grant` opens paths to landlock: for a diagnosis on
+    trusted code only."""
     name = workload or task.split("scored")[0].name
     reason = ncu_available() if device.startswith("cuda") else f"ncu needs a CUDA device, not {device}"
     if reason:
         return NcuProfile(name, error=reason)
     try:
-        return NcuProfile(name, _profile(task, Path(candidate), device, name, timeout_s, sandbox_skip))
+        return NcuProfile(name, _profile(task, Path(candidate), device, name, timeout_s, sandbox_skip,
+                                                 sandbox_grant))
     except NcuFailure as exc:
         return NcuProfile(name, error=str(exc), ncu_fault=exc.ncu_fault)
     except Exception as exc:  # a harness fault: still one line, never an exception out of the tool
@@ -186,7 +190,7 @@ def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workl
 
 
 def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s: float,
-             skip: Sequence[str]) -> list[KernelSummary]:
+             skip: Sequence[str], grant: Sequence[str]) -> list[KernelSummary]:
     deadline = time.monotonic() + timeout_s
 
     def left() -> float:
@@ -204,7 +208,7 @@ def _profile(task: Task, candidate: Path, device: str, workload: str, timeout_s:
     try:
         with gpu_lock(device):  # ncu replays kernels: nobody times on this GPU meanwhile
             trusted = ev.spawn("trusted")
-            sandbox = _NcuSandbox(ncu_command(log), task, device, skip)
+            sandbox = _NcuSandbox(ncu_command(log), task, device, skip, grant)
             cand = WorkerProcess("candidate", device, ev.spool, ev.work, env, sandbox)
             ev.start_trusted(trusted)
             staged = cand.stage(candidate)

@@ -84,6 +84,7 @@ class Plan:
     package: str = str(_PACKAGE)
     profiler_ports: list[int] = field(default_factory=list)  # TCP to a profiler's front end in the parent's netns
     skip: list[str] = field(default_factory=list)  # mechanisms left out: diagnoses only, never an evaluation
+    grant: list[str] = field(default_factory=list)  # paths landlock leaves wholly open: diagnoses only
 
 
 # -- the parent's side -------------------------------------------------------------------------------
@@ -91,10 +92,11 @@ class Sandbox:
     """One candidate worker's sandbox, seen from the parent: prepare, watch, kill, release."""
 
     def __init__(self, settings: SandboxSettings, hidden: list[Path], device: str,
-                 profiler_ports: Sequence[int] = (), skip: Sequence[str] = ()):
+                 profiler_ports: Sequence[int] = (), skip: Sequence[str] = (), grant: Sequence[str] = ()):
         self.settings, self.hidden, self.gpu = settings, [str(p.resolve()) for p in hidden], device != "cpu"
         self.profiler_ports = list(profiler_ports)  # set: the child stays in the parent's loopback-only netns
         self.skip = list(skip)  # a diagnosis's: which mechanism stops a tool (bench/diag/ncu_profile_check.py)
+        self.grant = list(grant)  # a diagnosis's: which path landlock must open for a tool
         self.uid: int | None = None
         self._uid_lock: Any = None
         self.cgroup: Path | None = None
@@ -114,7 +116,7 @@ class Sandbox:
             uid=self.uid, cgroup=str(self.cgroup) if self.cgroup else None, home=str(home), spool=str(spool),
             hidden=self.hidden, memory_bytes=self.settings.memory_bytes or _half_ram(),
             cpu_seconds=self.settings.cpu_seconds, nproc=self.nproc, gpu=self.gpu,
-            profiler_ports=self.profiler_ports, skip=self.skip,
+            profiler_ports=self.profiler_ports, skip=self.skip, grant=self.grant,
         )
         return [sys.executable, "-m", "d2kbench.evaluate.sandbox", json.dumps(asdict(plan)), "--"]
 
@@ -525,7 +527,9 @@ def _landlock(plan: Plan) -> str:
     if abi < 1:
         raise RuntimeError(f"the kernel has no landlock ({os.strerror(ctypes.get_errno())})")
     handled = (1 << 13) - 1 | (1 << 13 if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0)
-    attr = _RulesetAttr(handled, NET_TCP if abi >= 4 else 0, SCOPE_ALL if abi >= 6 else 0)
+    net = NET_TCP if abi >= 4 and "landlock_tcp" not in plan.skip else 0  # the skips: diagnoses only
+    scope = SCOPE_ALL if abi >= 6 and "landlock_scope" not in plan.skip else 0
+    attr = _RulesetAttr(handled, net, scope)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     ruleset = _check(_syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0), "landlock ruleset")
     try:
@@ -538,9 +542,9 @@ def _landlock(plan: Plan) -> str:
         # CUDA's initialisation fails (error 304) unless it can rewrite its own /proc entries (fopen "w")
         for path in ("/dev/null", "/proc/self", *(str(p) for p in Path("/dev").glob("nvidia*"))):
             _allow(ruleset, Path(path), FS_READ | FS_WRITE_FILE | FS_TRUNCATE, handled)
-        for folder in (plan.home, plan.spool):
+        for folder in (plan.home, plan.spool, *plan.grant):
             _allow(ruleset, Path(folder), handled, handled)
-        for port in plan.profiler_ports if abi >= 4 else ():
+        for port in plan.profiler_ports if net else ():
             rule = _NetPort(NET_TCP, port)
             _check(_syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0), f"TCP port {port}")
         _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
@@ -549,7 +553,7 @@ def _landlock(plan: Plan) -> str:
         os.close(ruleset)
     ports = plan.profiler_ports
     tcp = f"TCP only to the profiler's ports {min(ports)}-{max(ports)}" if ports else "no TCP"
-    extras = ([tcp] if abi >= 4 else []) + (["no signals out"] if abi >= 6 else [])
+    extras = ([tcp] if attr.handled_access_net else []) + (["no signals out"] if attr.scoped else [])
     return ", ".join([f"ABI {abi}", *extras])
 
 
