@@ -11,7 +11,9 @@ Part 2, per task: the expert evaluated as a candidate (clean), then the expert w
 prelude appended (flags flipped, a long GPU kernel queued at import, or a thread that keeps the
 GPU busy), with the static scan switched off for the sabotaged runs so that the process split,
 the per-request device sync and the pause of the candidate's process are shown to hold alone.
-The reference's median time must stay within 3% of the clean run's.
+The reference's median time must stay within 3% of the clean run's on the workloads of 50 us or more
+(shorter ones move by a few percent between evaluations anyway: bench/results/2026-12-03-h200-owed-2), or the
+evaluation must be refused as `infra/gpu_contended` (never a score).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from d2kbench.suite import find_task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "tests" / "planted"
+JUDGED_MIN_US = 50.0  # the sabotage check's drift is judged on reference times of at least this
 EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "wrong_values.py": ("incorrect", "mismatch"),
     "nan_one.py": ("incorrect", "nan"),
@@ -144,14 +147,18 @@ def sabotage_part(task_ids: list[str], results: list[dict]) -> bool:
                     static_scan.forbidden_summary = scan
             got = reference_ms(r)
             drift = {w: got[w] / base[w] - 1 for w in got if w in base}
-            good = r.verdict == "pass" and bool(drift) and all(abs(d) <= 0.03 for d in drift.values())
+            judged = {w: d for w, d in drift.items() if base[w] * 1e3 >= JUDGED_MIN_US}
+            # pass with unchanged reference times, or refused as a shared GPU (infra, never a score)
+            held = r.verdict == "pass" and bool(judged) and all(abs(d) <= 0.03 for d in judged.values())
+            good = held or (r.verdict, r.reason) == ("infra", "gpu_contended")
             ok &= good
-            shown = ", ".join(f"{w} {d:+.1%}" for w, d in drift.items())
-            print(f"- {label}: {r.verdict}/{r.reason}; reference drift {shown or '-'}; "
-                  f"{'ok' if good else 'CHANGED'} ({r.detail[:200]})")
+            shown = ", ".join(f"{w} {d:+.1%}{'' if w in judged else ' (not judged)'}" for w, d in drift.items())
+            drained = sum(w.drained_s for w in r.workloads)
+            print(f"- {label}: {r.verdict}/{r.reason}; reference drift {shown or '-'}; waited {drained:.2f} s for "
+                  f"queued work to drain; {'ok' if good else 'CHANGED'} ({r.detail[:200]})")
             results.append({"part": "sabotage", "task": task_id, "variant": label, "verdict": r.verdict,
                             "reason": r.reason, "clean_reference_ms": base, "reference_ms": got,
-                            "drift": drift, "ok": good})
+                            "drift": drift, "drained_s": drained, "ok": good})
     return ok
 
 

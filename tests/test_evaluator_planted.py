@@ -125,10 +125,17 @@ def test_errors_against_the_oracle_are_reported_for_candidate_and_reference(toy_
     assert evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu")).workloads[0].reference_error == {}
 
 
+def candidate_state(ev: Evaluation) -> str:
+    """The candidate worker's process state letter (T: stopped)."""
+    with open(f"/proc/{ev.cand.proc.pid}/stat") as f:
+        return f.read().split(") ")[1][0]
+
+
 @pytest.mark.parametrize("ceiling,contended", [(1e6, False), (1e15, True)])
 def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, ceiling, contended):
     """The copy probe against the GPU's measured bandwidth (a CPU stand-in for both here): far below
-    it, the workload's times would be dishonest and the evaluation is infra, never scored."""
+    it, even after waiting for queued work to drain, the workload's times would be dishonest and the
+    evaluation is infra, never scored."""
     from d2kbench.evaluate import hardware
     from d2kbench.evaluate.result import WorkloadResult
 
@@ -137,12 +144,11 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
         return {"copy_bytes_per_s": ceiling}
 
     monkeypatch.setattr(hardware, "ceilings", measured_once)
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", quiet_wait_s=0.3))
     states = []  # the candidate's process state at each trusted request
 
     def trusted_request(message, timeout=None, original=ev.trusted_request):
-        with open(f"/proc/{ev.cand.proc.pid}/stat") as f:
-            states.append((message["op"], f.read().split(") ")[1][0]))
+        states.append((message["op"], candidate_state(ev)))
         return original(message, timeout)
 
     try:
@@ -155,9 +161,48 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
         assert len(wr.gpu_probe) == 1 and wr.gpu_probe[0] > 0
         if contended:
             assert (ev.result.verdict, ev.result.reason) == ("infra", "gpu_contended")
-            assert "something else ran on it" in ev.result.detail
+            assert "something else runs on it" in ev.result.detail and "still after 0." in ev.result.detail
+            assert wr.drained_s >= 0.3  # it waited for the GPU to drain before it gave up
         else:
+            assert ev.result.verdict == "pass" and wr.drained_s < 0.3
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("ceiling,contended", [(1e6, False), (1e15, True)])
+def test_each_baseline_batch_waits_for_a_quiet_gpu_with_the_candidate_stopped(toy_task, monkeypatch, ceiling,
+                                                                               contended):
+    """A thread of the candidate's that kept the GPU busy was frozen by the stop, but the copies it had queued
+    still ran beside the reference (2.6x its time on the H200): each trusted batch comes after a probe that
+    waits for the GPU to drain, and before one more; a GPU that stays busy makes the workload infra."""
+    from d2kbench.evaluate import hardware
+    from d2kbench.evaluate.result import WorkloadResult
+
+    monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": ceiling})
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", quiet_wait_s=0.3))
+    seen = []
+
+    def trusted_request(message, timeout=None, original=ev.trusted_request):
+        seen.append((message["op"], candidate_state(ev)))
+        if message["op"] == "time":  # timing itself needs a GPU
+            return {"times_ms": [0.1, 0.1]}
+        return original(message, timeout)
+
+    try:
+        ev.start_trusted(ev.spawn("trusted"))
+        assert ev.start_candidate(ev.spawn("candidate"))
+        ev.trusted_request = trusted_request
+        wr = WorkloadResult("n200", "cpu")
+        times = ev.timed_batch(toy_task.workload("n200"), wr, "reference", ev.trusted, [0], 2, graph=False,
+                               validate=False)
+        if contended:
+            assert times is None and seen == [("probe", "T")]  # never timed
+            assert (ev.result.verdict, ev.result.reason) == ("infra", "gpu_contended")
+            assert "before the reference's timed batch" in ev.result.detail and wr.drained_s >= 0.3
+        else:
+            assert times == [0.1, 0.1] and seen == [("probe", "T"), ("time", "T"), ("probe", "T")]
             assert ev.result.verdict == "pass"
+        assert candidate_state(ev) != "T"  # going on afterwards
     finally:
         ev.close()
 

@@ -3,6 +3,7 @@ needs a GPU: bench/results holds what it measured there)."""
 
 import types
 
+import pytest
 import torch
 
 from d2kbench.evaluate import timing
@@ -35,3 +36,44 @@ def test_each_call_is_flushed_then_given_a_head_start_then_timed(monkeypatch):
     cycles = int(timing.HEAD_START_S * 1e9)  # 200 us at 1 GHz
     assert timed == [step for slot in (4, 5, 4)
                      for step in ("restore", "flush", ("sleep", cycles), "start", ("call", slot), "end")]
+
+
+def test_wait_quiet_probes_until_the_queued_work_has_drained():
+    """With the candidate stopped, work it queued before the stop still runs: the probe waits it out."""
+    rates, now = iter([1.0, 2.0, 9.0, 9.5]), [0.0]
+
+    def clock():
+        now[0] += 0.25
+        return now[0]
+
+    rate, waited = timing.wait_quiet(lambda: next(rates), min_rate=8.0, wait_s=5.0, clock=clock)
+    assert (rate, waited) == (9.0, 0.75)  # three probes, stopped at the first quiet one
+
+
+def test_wait_quiet_gives_up_after_its_wait_with_the_last_rate():
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0
+        return now[0]
+
+    probes = []
+    rate, waited = timing.wait_quiet(lambda: probes.append(1) or 3.0, min_rate=8.0, wait_s=2.5, clock=clock)
+    assert (rate, waited, len(probes)) == (3.0, 3.0, 3)
+    assert timing.wait_quiet(lambda: 3.0, min_rate=8.0, wait_s=0.0, clock=clock)[0] == 3.0  # one probe, no wait
+
+
+def test_ceilings_far_below_the_nameplate_are_refused_and_never_cached(tmp_path, monkeypatch):
+    """Every contention check compares against the cached ceilings: a GPU shared while they were measured
+    would lower them for good."""
+    from d2kbench.evaluate import hardware
+
+    monkeypatch.setattr(hardware, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name="NVIDIA H200"))
+    shared = {"copy_bytes_per_s": 1.0e12, "bf16_flops_per_s": 7.5e14}
+    with pytest.raises(hardware.SharedGpu, match="it is shared"):
+        hardware.ceilings("cuda:0", lambda message: {"ceilings": shared})
+    assert not list(tmp_path.iterdir())
+    good = {"copy_bytes_per_s": 4.2e12, "bf16_flops_per_s": 7.5e14}
+    assert hardware.ceilings("cuda:0", lambda message: {"ceilings": good}) == good
+    assert hardware.ceilings("cuda:0", lambda message: pytest.fail("measured twice")) == good  # cached

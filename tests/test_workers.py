@@ -111,6 +111,18 @@ def test_the_copy_probe_answers_a_bandwidth(tmp_path):
     assert 1e8 < first < 1e12 and 1e8 < second < 1e12  # a memory copy on any CPU: 0.1 GB/s to 1 TB/s
 
 
+def test_the_copy_probe_waits_for_a_rate_it_does_not_reach_then_answers(tmp_path):
+    """`min_rate`: probe again until the GPU is quiet or `wait_s` has passed (the evaluator's drain)."""
+    worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})
+    try:
+        unreachable = worker.request({"op": "probe", "min_rate": 1e18, "wait_s": 0.5}, 60)
+        reached = worker.request({"op": "probe", "min_rate": 1.0, "wait_s": 30}, 60)
+    finally:
+        worker.close()
+    assert unreachable["waited_s"] >= 0.5 and 1e8 < unreachable["copy_bytes_per_s"] < 1e12
+    assert reached["waited_s"] < 5
+
+
 def test_a_worker_that_will_not_exit_after_sigkill_does_not_hang_the_evaluation(tmp_path, capsys):
     """A process stuck in the driver (an endless GPU kernel being torn down) ignores SIGKILL for a while."""
     worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})

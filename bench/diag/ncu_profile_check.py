@@ -25,10 +25,13 @@ from d2kbench.evaluate.ncu import failure_message, ncu_available, ncu_command, p
 from d2kbench.suite import Task, load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-# Left out, one try each on a failure. Landlock alone was the one (bench/results/2026-12-03-h200-owed-2):
-# its scope (abstract unix sockets, signals), its TCP rule, or a path (GRANTS: opened wholly, one try each).
-BISECT = (("landlock",), ("landlock_scope",), ("landlock_tcp",))
-GRANTS = (("/dev/shm",), ("/tmp",), ("/dev",), ("/proc",), ("/sys", "/root", "/var", "/run"), ("/",))
+# Left out, one try each on a failure. Landlock alone was the one (bench/results/2026-12-03-h200-owed-2): not its
+# scope (abstract unix sockets, signals) nor its TCP rule, nor any one of /dev/shm, /tmp, /dev, /proc, /sys, /root,
+# /var, /run opened wholly; `/` opened wholly let ncu work. So: those together, then each other top-level folder.
+BISECT = (("landlock",),)
+TRIED = ("/dev/shm", "/tmp", "/dev", "/proc", "/sys", "/root", "/var", "/run")
+OTHERS = [str(p) for p in sorted(Path("/").iterdir()) if p.is_dir() and not p.is_symlink() and str(p) not in TRIED]
+GRANTS = (("/dev/shm", "/tmp"), TRIED, *((folder,) for folder in OTHERS), ("/",))
 
 
 def unconfined(task: Task, workload: str, timeout_s: float) -> str:
@@ -80,7 +83,9 @@ def main() -> int:
                         opened = profile_ncu(task, task.expert_path, "cuda:0", workload, args.timeout,
                                              sandbox_grant=grant)
                         print(f"sandboxed, landlock opening {'+'.join(grant)}: "
-                              f"{opened.error or f'OK, {len(opened.kernels)} kernel launches'}")
+                              f"{opened.error or f'OK, {len(opened.kernels)} kernel launches'}", flush=True)
+                        if not opened.error:
+                            break  # the first that works names the folder
     print(f"\n{failed} of {len(tasks)} tasks failed")
     return 1 if failed else 0
 

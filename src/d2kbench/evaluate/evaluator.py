@@ -49,6 +49,9 @@ class EvalOptions:
     device: str = "auto"
     load_timeout_s: float = 300.0
     call_timeout_s: float = 300.0
+    # the longest the trusted worker waits, the candidate stopped, for work the candidate queued on the GPU before
+    # the stop to drain (before each baseline batch and each workload's timings); past it the GPU counts as shared
+    quiet_wait_s: float = 10.0
     rounds: int = 5  # timing rounds; each round times every function once, alternating workers
     batch_ms: float = 100.0  # target length of one timed batch
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
@@ -551,25 +554,43 @@ class Evaluation:
 
     def gpu_ceilings(self) -> dict[str, float]:
         """This GPU's copy bandwidth and GEMM rate (cached per GPU), measured the first time with the GPU to
-        the trusted worker alone, so nothing of the candidate's can lower the cached values for good."""
-        return hardware.ceilings(self.device, self.trusted_request_alone)
+        the trusted worker alone: before the candidate's code is loaded (`_run`), or with it stopped."""
+        def alone(message: dict[str, Any]) -> dict[str, Any]:
+            with gpu_lock(self.device):
+                return self.trusted_request(message)
 
-    def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
-        """Probe the GPU's copy bandwidth from the trusted worker, the candidate paused; below
-        `CONTENDED_SHARE` of the bandwidth measured for this GPU, something else is running on it (another
-        process, or work the candidate queued before it was paused) and this workload's times would not be
-        honest: an `infra` failure, never a score."""
-        ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
-        rate = self.trusted_request_alone({"op": "probe"})["copy_bytes_per_s"]
-        share = rate / ceiling
-        wr.gpu_probe.append(float(f"{share:.3g}"))
-        if share >= CONTENDED_SHARE:
-            return True
+        try:
+            return hardware.ceilings(self.device, alone if self.cand is None else self.trusted_request_alone)
+        except hardware.SharedGpu as exc:
+            raise InfraError(str(exc), "gpu_contended") from exc
+
+    def quiet_share(self, ceiling: float, wait_s: float) -> tuple[float, float]:
+        """The trusted worker's copy probe as a share of `ceiling`, probing again for up to `wait_s` until it
+        reaches `CONTENDED_SHARE`: (share, seconds waited). The caller holds the GPU lock, the candidate stopped:
+        what still lowers the share is work queued before the stop (it drains) or another process."""
+        reply = self.trusted_request({"op": "probe", "min_rate": CONTENDED_SHARE * ceiling, "wait_s": wait_s})
+        return reply["copy_bytes_per_s"] / ceiling, float(reply.get("waited_s", 0.0))
+
+    def contended(self, workload: Workload, share: float, ceiling: float, waited: float, when: str) -> None:
         self.result.add(Failure(
             "infra", "gpu_contended",
-            f"the GPU gave {rate / 1e12:.2f} TB/s to a copy probe, {share:.0%} of its measured {ceiling / 1e12:.2f} "
-            "TB/s: something else ran on it while timing (another process, or work queued before the candidate "
-            "was paused); times not scored", workload.name))
+            f"{when}, the GPU gave a copy probe {share:.0%} of its measured {ceiling / 1e12:.2f} TB/s, still after "
+            f"{waited:.1f} s with the candidate stopped: something else runs on it (another process, or work the "
+            "candidate queued before it was stopped); times not scored", workload.name))
+
+    def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
+        """Probe the GPU's copy bandwidth from the trusted worker, the candidate stopped, waiting up to
+        `quiet_wait_s` for work queued before the stop to drain; still below `CONTENDED_SHARE` of this GPU's
+        measured bandwidth, something else is running on it and this workload's times would not be honest: an
+        `infra` failure, never a score."""
+        ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
+        with gpu_lock(self.device), self.cand.paused():
+            share, waited = self.quiet_share(ceiling, self.options.quiet_wait_s)
+        wr.gpu_probe.append(float(f"{share:.3g}"))
+        wr.drained_s += waited
+        if share >= CONTENDED_SHARE:
+            return True
+        self.contended(workload, share, ceiling, waited, "before or after the timings")
         return False
 
     def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
@@ -588,12 +609,24 @@ class Evaluation:
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
                    "graph": graph, "return_outputs": validate and fn == "candidate"}
+        ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
             start = time.perf_counter()
             try:
                 if worker is self.trusted:
-                    with self.cand.paused():  # nothing of the candidate's runs beside the baselines
+                    with self.cand.paused():  # nothing of the candidate's runs beside the baselines...
+                        # ...once what it queued on the GPU before the stop has drained (a stopped thread's
+                        # copies still ran and slowed the reference 2.6x: bench/results/2026-12-03-h200-owed-2)
+                        share, waited = self.quiet_share(ceiling, self.options.quiet_wait_s)
+                        wr.drained_s += waited
+                        if share < CONTENDED_SHARE:
+                            self.contended(workload, share, ceiling, waited, f"before the {fn}'s timed batch")
+                            return None
                         reply = self.trusted_request(message)
+                        share, _ = self.quiet_share(ceiling, 0.0)
+                        if share < CONTENDED_SHARE:
+                            self.contended(workload, share, ceiling, 0.0, f"right after the {fn}'s timed batch")
+                            return None
                 else:
                     reply = worker.request(message, self.options.call_timeout_s)
             except RequestFailed as exc:
@@ -651,7 +684,7 @@ class Evaluation:
         try:
             self._run()
         except InfraError as exc:
-            self.result.add(Failure("infra", "harness_error", str(exc)))
+            self.result.add(Failure("infra", exc.reason, str(exc)))
         except WorkerFault as exc:
             self.result.add(Failure("infra", "worker_start_failed", str(exc)))
         finally:
@@ -688,6 +721,8 @@ class Evaluation:
             except (RequestFailed, WorkerFault) as exc:
                 cand.kill()
                 raise InfraError(f"the trusted worker did not start: {exc}") from exc
+            if self.gpu and self.options.time:
+                self.gpu_ceilings()  # measured (once per GPU) before any of the candidate's code is loaded
             if not self.start_candidate(cand):
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
@@ -729,6 +764,10 @@ class Evaluation:
 
 class InfraError(RuntimeError):
     """A fault of the harness or the GPU itself: never scored against the candidate."""
+
+    def __init__(self, message: str, reason: str = "harness_error"):
+        super().__init__(message)
+        self.reason = reason
 
 
 def workload_dict(w: Workload) -> dict[str, Any]:

@@ -17,6 +17,7 @@ NAMEPLATE = {
     "H100": (3.35e12, 989e12),
     "B200": (8.0e12, 2250e12),
 }
+MIN_NAMEPLATE_SHARE = 0.6  # an H200 copies at 4.2 TB/s (read + write) against its nameplate 4.8 TB/s
 CACHE_DIR = Path.home() / ".cache" / "d2kbench"
 
 
@@ -44,13 +45,23 @@ def nameplate_floor_s(gpu_name: str, nbytes: float, flops: float) -> float | Non
     return None
 
 
+class SharedGpu(RuntimeError):
+    """The GPU's ceilings measured far below its nameplate: something else was running on it."""
+
+
 def ceilings(device: str, request: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, float]:
-    """Copy bandwidth and bf16 GEMM rate measured on this GPU, measured once and cached per GPU."""
-    name = torch.cuda.get_device_properties(torch.device(device)).name.replace(" ", "_")
-    path = CACHE_DIR / f"ceilings-{name}.json"
+    """Copy bandwidth and bf16 GEMM rate measured on this GPU, measured once and cached per GPU. A copy rate
+    below `MIN_NAMEPLATE_SHARE` of the nameplate bandwidth is never cached (`SharedGpu`): every contention
+    check compares against it."""
+    gpu = torch.cuda.get_device_properties(torch.device(device)).name
+    path = CACHE_DIR / f"ceilings-{gpu.replace(' ', '_')}.json"
     if path.is_file():
         return json.loads(path.read_text())
     measured = request({"op": "ceilings"})["ceilings"]
+    nameplate = next((bandwidth for key, (bandwidth, _) in NAMEPLATE.items() if key in gpu), None)
+    if nameplate and measured["copy_bytes_per_s"] < MIN_NAMEPLATE_SHARE * nameplate:
+        raise SharedGpu(f"the {gpu} copied at {measured['copy_bytes_per_s'] / 1e12:.2f} TB/s, below "
+                        f"{MIN_NAMEPLATE_SHARE:.0%} of its nameplate {nameplate / 1e12:.1f} TB/s: it is shared")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(measured))
     return measured

@@ -90,6 +90,8 @@ class WorkloadResult:
     reference_error: dict[str, float] = field(default_factory=dict)  # the same for the PyTorch reference
     # the copy probe before and after the timings, as shares of this GPU's measured copy bandwidth
     gpu_probe: list[float] = field(default_factory=list)
+    # seconds the trusted worker waited, the candidate stopped, for GPU work queued before the stop to drain
+    drained_s: float = 0.0
 
 
 @dataclass

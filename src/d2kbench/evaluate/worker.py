@@ -205,10 +205,13 @@ class Worker:
         return {"ceilings": measure_ceilings(self.device)}
 
     def probe(self, req: dict) -> dict:
-        """The copy bandwidth the GPU gives right now (see `timing.probe_copy_rate`)."""
-        from d2kbench.evaluate.timing import probe_copy_rate
+        """The copy bandwidth the GPU gives right now (see `timing.probe_copy_rate`); with `min_rate`, probing
+        again until it is reached or `wait_s` has passed (`timing.wait_quiet`)."""
+        from d2kbench.evaluate.timing import probe_copy_rate, wait_quiet
 
-        return {"copy_bytes_per_s": probe_copy_rate(self.device, self.probe_buffers)}
+        rate, waited = wait_quiet(lambda: probe_copy_rate(self.device, self.probe_buffers),
+                                  float(req.get("min_rate", 0.0)), float(req.get("wait_s", 0.0)))
+        return {"copy_bytes_per_s": rate, "waited_s": waited}
 
     def rotate(self, req: dict) -> dict:
         """Shift the input sets one slot along `slots`, in place at the same addresses (slot k gets the
