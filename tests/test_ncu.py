@@ -8,7 +8,7 @@ import torch
 from d2kbench.agent import LocalEvalService
 from d2kbench.agent import evalservice as evalservice_module
 from d2kbench.agent.models.base import ToolCall
-from d2kbench.agent.tools import Toolbox
+from d2kbench.agent.tools import Toolbox, format_compile_report
 from d2kbench.evaluate import ncu
 from d2kbench.evaluate.ncu import KernelSummary, NcuProfile, failure_message, ncu_available, parse_raw_csv
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault
@@ -168,3 +168,13 @@ def test_the_service_stops_trying_ncu_after_ncus_own_failure(toy_task, tmp_path,
     assert outs[1] == "no ncu summary: profiling timed out (...): ncu could not attach to it"
     assert outs[2] == ("no ncu summary: ncu failed here earlier and is not tried again: profiling timed out (...): "
                        "ncu could not attach to it")
+
+
+def test_compile_report_names_its_workload_and_counts_repeated_launches():
+    """muon's expert launches one configuration nine times per call: one line, with the count."""
+    other = {**REPORT[0], "constexprs": {"BLOCK": 256}, "registers": 30}
+    out = format_compile_report([REPORT[0], other, REPORT[0], REPORT[0]], "n1m").splitlines()
+    assert out[0] == "sm_90 compile report (the kernels solution.py launches on workload n1m, its shapes and dtype):"
+    assert len(out) == 3 and out[1].endswith("wgmma=no [3 launches]") and "registers=18" in out[1]
+    assert "BLOCK=256" in out[2] and not out[2].endswith("launches]")
+    assert "workload n1m?" in format_compile_report([], "n1m")

@@ -49,6 +49,9 @@ def test_suite_loads_with_the_four_foundation_tasks():
         ("rubric.toml", 'weight = 1\ntitle = "One pass"', 'weight = "heavy"\ntitle = "One pass"',
          "property[0].weight", "a number"),
         ("guidance.md", "## L2", "## L9", "## L9", "## L1, ## L2, ## L3"),
+        # a cpu workload: the profile tool compiles on a scored one
+        ("task.toml", 'signature = "run(x, y, alpha) -> z"',
+         'signature = "run(x, y, alpha) -> z"\nprofile_workload = "n77_f16"', "profile_workload", "one of n1m"),
     ],
 )
 def test_malformed_task_names_file_and_field(toy_copy, file, old, new, field, expected):
@@ -59,6 +62,11 @@ def test_malformed_task_names_file_and_field(toy_copy, file, old, new, field, ex
     assert err.file.endswith(file)
     assert err.field == field
     assert expected in str(err)
+
+
+def test_profile_workload_defaults_to_the_first_scored_one(toy_copy):
+    assert load_task(toy_copy).profile_workload == load_task(toy_copy).split("scored")[0].name
+    assert {t.id: t.profile_workload for t in load_suite()}["muon_newton_schulz"] == "llama3_8b_down_4096x14336"
 
 
 def test_missing_file_is_named(toy_copy):

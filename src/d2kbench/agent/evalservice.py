@@ -89,8 +89,8 @@ class LocalEvalService:
         return await asyncio.to_thread(compile_report, task, candidate)
 
     async def ncu_profile(self, task: Task, candidate: Path) -> NcuProfile:
-        """ncu's summary of one call on the first scored workload, on a free GPU; or why there is none."""
-        workload = task.split("scored")[0].name
+        """ncu's summary of one call on the task's profile workload, on a free GPU; or why there is none."""
+        workload = task.profile_workload
         if not self.gpu:
             return NcuProfile(workload, error="interpreter mode (no GPU): hardware counters need one")
         reason = ncu_available()

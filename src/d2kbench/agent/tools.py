@@ -198,7 +198,8 @@ class Toolbox:
             ncu = "no ncu summary: this evaluation service does not collect hardware counters"
         else:
             ncu = format_ncu(await ncu_profile(self.task, self.solution))
-        return ToolOutcome(format_compile_report(kernels) + "\n" + ncu)
+        return ToolOutcome(format_compile_report(kernels, self.task.profile_workload or "the first cpu workload")
+                           + "\n" + ncu)
 
     async def tool_submit(self) -> ToolOutcome:
         self._need_solution()
@@ -237,22 +238,23 @@ def format_workloads(result: EvalResult, timings: bool) -> str:
     return "\n".join(lines)
 
 
-def format_compile_report(kernels: list[dict[str, Any]]) -> str:
+def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
+    """One line per distinct compiled kernel (launches with the same configuration counted, not repeated)."""
     if not kernels:
-        return "no Triton kernel was compiled (did solution.py launch one on the first cpu workload?)"
-    lines = ["sm_90 compile report (each kernel launched on the first cpu workload, production dtype):"]
+        return f"no Triton kernel was compiled (did solution.py launch one on workload {workload}?)"
+    lines: dict[str, int] = {}
     for k in kernels:
         consts = ", ".join(f"{n}={v}" for n, v in (k.get("constexprs") or {}).items())
         head = f"- {k.get('kernel')}({consts}) num_warps={k.get('num_warps')} num_stages={k.get('num_stages')}"
         if not k.get("ok", True):
-            lines.append(f"{head}: compile failed: {k.get('error', 'unknown error')}")
-            continue
-        lines.append(
-            f"{head}: registers={k.get('registers')}, spills store/load={k.get('spill_store_bytes')}/"
-            f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
-            f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}"
-        )
-    return "\n".join(lines)
+            line = f"{head}: compile failed: {k.get('error', 'unknown error')}"
+        else:
+            line = (f"{head}: registers={k.get('registers')}, spills store/load={k.get('spill_store_bytes')}/"
+                    f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
+                    f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
+        lines[line] = lines.get(line, 0) + 1
+    head = f"sm_90 compile report (the kernels solution.py launches on workload {workload}, its shapes and dtype):"
+    return "\n".join([head, *(f"{line} [{n} launches]" if n > 1 else line for line, n in lines.items())])
 
 
 def format_ncu(profile: NcuProfile, max_kernels: int = 16) -> str:

@@ -775,14 +775,15 @@ def workload_dict(w: Workload) -> dict[str, Any]:
 
 
 def compile_report(task: Task, candidate: Path | str, workload: str | None = None,
-                   dtype: str | None = "bfloat16", arch: int = 90) -> list[dict[str, Any]]:
+                   dtype: str | None = None, arch: int = 90) -> list[dict[str, Any]]:
     """Compile every kernel the candidate launches on `workload` for sm_`arch`, without a GPU.
 
-    The inputs are the workload's (a cpu workload by default) in `dtype` (the production dtype by
-    default); nothing runs on a device. Each kernel gets registers, spills, shared memory, warps,
-    stages and whether the PTX uses wgmma, or the compiler's error.
+    The inputs are the workload's (by default the task's `profile_workload`, a scored one: kernels pick their
+    configs from the shapes, and a cpu workload's would report other kernels than the timed ones), made on the
+    CPU, in `dtype` where given; nothing runs on a device. Each kernel gets registers, spills, shared memory,
+    warps, stages and whether the PTX uses wgmma, or the compiler's error.
     """
-    w = task.workload(workload) if workload else task.split("cpu")[0]
+    w = task.workload(workload or task.profile_workload) if workload or task.profile_workload else task.split("cpu")[0]
     if dtype:
         w = dataclasses.replace(w, dtype=dtype)
     ev = Evaluation(task, Path(candidate), EvalOptions(device="cpu", time=False))

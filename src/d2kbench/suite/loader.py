@@ -290,6 +290,7 @@ def load_task(path: Path | str) -> Task:
     latency_bound = f.flag("latency_bound")
     workloads = _workloads(f, latency_bound)
     roof_bytes, roof_flops = _roofline(f)
+    scored = tuple(w.name for w in workloads if w.split == "scored")
     for file in ("reference.py", "expert.py"):
         if not (path / file).is_file():
             raise TaskFormatError(path / file, "<file>", "the file to exist")
@@ -311,6 +312,7 @@ def load_task(path: Path | str) -> Task:
         roofline_flops=roof_flops,
         correctness_sets=int(f.number("correctness_sets", 3, minimum=3)),
         workloads=workloads,
+        profile_workload=f.choice("profile_workload", scored, scored[0]) if scored else "",
         rubric=_rubric(path / "rubric.toml"),
         guidance=_guidance(path / "guidance.md"),
         path=path,

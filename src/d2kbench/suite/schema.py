@@ -112,6 +112,7 @@ class Task:
     roofline_flops: str
     correctness_sets: int
     workloads: tuple[Workload, ...]
+    profile_workload: str  # the scored workload the profile tool compiles on (its shapes pick the kernels' configs)
     rubric: tuple[RubricProperty, ...]
     guidance: dict[str, str]
     path: Path = field(compare=False)
