@@ -30,6 +30,7 @@ from d2kbench.suite import find_task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "tests" / "planted"
+SCAN_OFF = {"gpu_persisting_l2.py"}  # planted files whose dynamic check is shown with the static scan off
 JUDGED_MIN_US = 50.0  # the sabotage check's drift is judged on reference times of at least this
 EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "wrong_values.py": ("incorrect", "mismatch"),
@@ -56,6 +57,7 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "gpu_endless_kernel.py": ("timeout", "call_timeout"),
     "gpu_side_stream.py": ("integrity", "side_stream"),
     "torch_behind_guard.py": ("integrity", "foreign_kernel"),
+    "gpu_persisting_l2.py": ("integrity", "persisting_l2"),  # the static scan off: the dynamic check alone
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),
@@ -109,7 +111,13 @@ def planted_part(names: list[str], results: list[dict]) -> bool:
     print("| planted | verdict | reasons | expected | |\n|---|---|---|---|---|")
     for name in names:
         verdict, reason = EXPECTED[name]
-        r = evaluate(task, PLANTED / name, EvalOptions(include_hidden=True, call_timeout_s=15, load_timeout_s=60))
+        scan = static_scan.forbidden_summary
+        if name in SCAN_OFF:
+            static_scan.forbidden_summary = lambda findings: None
+        try:
+            r = evaluate(task, PLANTED / name, EvalOptions(include_hidden=True, call_timeout_s=15, load_timeout_s=60))
+        finally:
+            static_scan.forbidden_summary = scan
         reasons = sorted({f.reason for f in r.failures})
         good = verdict is None or (r.verdict == verdict and reason in reasons)
         if name == "gpu_endless_kernel.py":  # the GPU is usable again: the expert still passes after it

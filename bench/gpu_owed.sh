@@ -7,7 +7,8 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # What bench/results/2026-12-03-h200-owed-2 left open, in order:
 #   ncu      the ncu self-check on moe: which landlock path its counter library needs (done once it ends)
-#   sabotage the busy-thread and queued-kernel sabotage on quant, now that baselines wait for queued work to drain
+#   sabotage the busy-thread and queued-kernel sabotage on quant, now that baselines wait for queued work to
+#            drain, and the persisting-L2 planted candidate
 #   placement whether input placement explains the 0.5 us per-process offsets of latency-bound kernels
 #   stability the evaluator's stability on moe and quant (fraction of expert, speedup spread, wall time)
 #   spool    the routes from the GPU to the spool (the evaluator's input sets)
@@ -26,7 +27,7 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 }
 once ncu 200 bash -c 'python3 bench/diag/ncu_profile_check.py --timeout 30 --tasks moe_align_block_size; \
   echo "ncu_profile_check exit $?"'
-once sabotage 150 python3 bench/gpu_integrity.py --planted - --json "$R/sabotage.json"
+once sabotage 170 python3 bench/gpu_integrity.py --planted gpu_persisting_l2.py --json "$R/sabotage.json"
 once placement 120 python3 bench/diag/latency_placement.py --task moe_align_block_size --processes 3
 once stability 240 python3 bench/evaluator_stability.py --tasks moe_align_block_size,quant_per_token_group_fp8 \
   --repeats 3 --json "$R/stability.json"

@@ -207,6 +207,25 @@ def test_each_baseline_batch_waits_for_a_quiet_gpu_with_the_candidate_stopped(to
         ev.close()
 
 
+def test_a_persisting_l2_carve_out_left_by_the_candidates_batch_is_integrity(toy_task, monkeypatch):
+    """The worker reports the carve-out its process holds after a timed batch (it zeroed it before)."""
+    from d2kbench.evaluate.result import WorkloadResult
+
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    try:
+        ev.start_trusted(ev.spawn("trusted"))
+        assert ev.start_candidate(ev.spawn("candidate"))
+        monkeypatch.setattr(ev.cand, "request", lambda message, timeout=None: {  # timing itself needs a GPU
+            "times_ms": [0.1, 0.1], "persisting_l2_bytes": 30 << 20})
+        wr = WorkloadResult("n200", "cpu")
+        assert ev.timed_batch(toy_task.workload("n200"), wr, "candidate", ev.cand, [0], 2, graph=False,
+                              validate=False) is None
+        assert (ev.result.verdict, ev.result.reason) == ("integrity", "persisting_l2")
+        assert "31457280 bytes of L2" in ev.result.detail
+    finally:
+        ev.close()
+
+
 @pytest.mark.parametrize("sandboxed", [True, False])
 def test_inputs_reach_a_confined_candidate_by_links_and_others_by_copies(toy_task, monkeypatch, sandboxed):
     """The trusted worker's input files are hard-linked (read-only) into the spool of a candidate that runs

@@ -77,3 +77,33 @@ def test_ceilings_far_below_the_nameplate_are_refused_and_never_cached(tmp_path,
     good = {"copy_bytes_per_s": 4.2e12, "bf16_flops_per_s": 7.5e14}
     assert hardware.ceilings("cuda:0", lambda message: {"ceilings": good}) == good
     assert hardware.ceilings("cuda:0", lambda message: pytest.fail("measured twice")) == good  # cached
+
+
+def test_persisting_l2_is_read_and_cleared_through_the_driver(monkeypatch):
+    """The worker zeroes the carve-out before a timed batch and reads it after (a fake driver here)."""
+    from d2kbench.evaluate import l2
+
+    calls, limit = [], {"value": 30 << 20}
+
+    class Driver:
+        def cuCtxGetLimit(self, pointer, which):
+            calls.append(("get", which.value))
+            pointer._obj.value = limit["value"]
+            return 0
+
+        def cuCtxSetLimit(self, which, value):
+            calls.append(("set", which.value, value.value))
+            limit["value"] = value.value
+            return 0
+
+        def cuCtxResetPersistingL2Cache(self):
+            calls.append(("reset",))
+            return 0
+
+    monkeypatch.setattr(l2, "_driver", lambda: Driver())
+    assert l2.persisting_l2_bytes() == 30 << 20
+    l2.clear_persisting_l2()
+    assert l2.persisting_l2_bytes() == 0
+    assert calls == [("get", 6), ("set", 6, 0), ("reset",), ("get", 6)]
+    monkeypatch.setattr(l2, "_driver", lambda: None)  # no CUDA driver: nothing to read, nothing to clear
+    assert l2.persisting_l2_bytes() is None and l2.clear_persisting_l2() is None

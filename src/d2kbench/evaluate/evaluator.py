@@ -640,6 +640,11 @@ class Evaluation:
                 return None
             wall_ms = (time.perf_counter() - start) * 1e3
         times = [float(t) for t in reply["times_ms"]]
+        if fn == "candidate" and reply.get("persisting_l2_bytes"):
+            self.result.add(Failure("integrity", "persisting_l2",
+                                    f"the candidate's process reserved {reply['persisting_l2_bytes']} bytes of L2 for "
+                                    "persisting lines while timed: its data would survive the flush", workload.name))
+            return None
         if fn == "candidate" and sum(times) > wall_ms * 1.05 + 1.0:
             self.result.add(Failure("integrity", "patched_timer",
                                     f"reported {sum(times):.2f} ms of kernel time in {wall_ms:.2f} ms of wall time",

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, integrity, interp_fp8
+from d2kbench.evaluate import channel, integrity, interp_fp8, l2
 
 _CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
 _OOM_MARKERS = ("can't allocate memory", "Cannot allocate memory", "CUDA out of memory")
@@ -173,11 +173,12 @@ class Worker:
         def call(slot: int) -> object:
             return fn(*self._inputs_for(fn_name, slot))
 
+        l2.clear_persisting_l2()  # whatever an earlier request reserved: every batch starts with none
         with torch.no_grad():
             times, outputs = self.timer.time(
                 call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), bool(req.get("graph"))
             )
-        reply: dict[str, Any] = {"times_ms": times}
+        reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": l2.persisting_l2_bytes()}
         if req.get("return_outputs"):
             reply["outputs"] = {
                 str(slot): [channel.pack_value(o, self.spool) for o in as_tuple(out)]
