@@ -12,6 +12,7 @@
 #   placement whether input placement explains the 0.5 us per-process offsets of latency-bound kernels
 #   stability the evaluator's stability on moe and quant (fraction of expert, speedup spread, wall time)
 #   spool    the routes from the GPU to the spool (the evaluator's input sets)
+#   ipc      CUDA IPC from the sandbox again, and whether a freed exported block stays mapped (stale mappings)
 #   run      only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -32,6 +33,7 @@ once placement 120 python3 bench/diag/latency_placement.py --task moe_align_bloc
 once stability 240 python3 bench/evaluator_stability.py --tasks moe_align_block_size,quant_per_token_group_fp8 \
   --repeats 3 --json "$R/stability.json"
 once spool 30 python3 bench/diag/spool_write.py --mib 1024
+once ipc 60 python3 bench/diag/cuda_ipc_probe.py --mib 256
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

@@ -6,7 +6,8 @@ The evaluator moves every input set through host files (GPU -> /dev/shm -> GPU, 
 attention workload). If a child under the candidate's sandbox (its own uid, network namespace, landlock) can
 open a `cuIpcGetMemHandle` handle of the parent's allocation, input sets could go device to device instead.
 The parent fills a tensor, hands its handle to two children (unconfined, then sandboxed); each opens it,
-checks the bytes, times a device-to-device clone, and writes one byte (is the mapping writable?).
+checks the bytes, times a device-to-device clone, and writes one byte (is the mapping writable?). Then a
+sandboxed child keeps a mapping while the parent frees the block and allocates again, and writes through it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def child(args: argparse.Namespace) -> None:
         check(opener(ctypes.byref(base), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
         report["open_ms"] = (time.perf_counter() - start) * 1e3
         view = torch.as_tensor(Cai(base.value + args.offset, args.size), device="cuda")
+        if args.hold:  # keep the mapping while the parent frees and reallocates, then write through it
+            print(json.dumps({"opened": True}), flush=True)
+            sys.stdin.readline()
+            view.fill_(7)
+            torch.cuda.synchronize()
+            print(json.dumps({"written": True}), flush=True)
+            return
         report["sum_matches"] = int(view[: 1 << 20].to(torch.int64).sum().item()) == args.checksum
         torch.cuda.synchronize()
         start = time.perf_counter()
@@ -121,9 +129,50 @@ def parent(args: argparse.Namespace) -> None:
                 print(f"after {role}: parent sees byte 0 = {int(data[0].item())} (7: the child's write landed)",
                       flush=True)
                 data[0] = 1
+            stale_mapping(cuda, [sys.executable, __file__, "--child", "--role", "sandboxed-hold", "--plan", str(plan),
+                                 "--hold"])
         finally:
             box.release()
     del pad
+
+
+def stale_mapping(cuda: ctypes.CDLL, command: list[str], size: int = 64 << 20) -> None:
+    """The exporter frees a block a child still maps, allocates again, and the child writes through its old
+    mapping: does the write reach the new block? (If not, an exported scratch copy may be freed as soon as the
+    candidate has its own copy; if so, only when the candidate's process is gone.)"""
+    first = ctypes.c_uint64()
+    check(cuda.cuMemAlloc_v2(ctypes.byref(first), ctypes.c_size_t(size)), "cuMemAlloc")
+    torch.as_tensor(Cai(first.value, size), device="cuda").fill_(1)
+    torch.cuda.synchronize()
+    handle = IpcHandle()
+    check(cuda.cuIpcGetMemHandle(ctypes.byref(handle), first), "cuIpcGetMemHandle")
+    child = subprocess.Popen([*command, "--handle", bytes(handle).hex(), "--offset", "0", "--size", str(size),
+                              "--checksum", "0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        opened = child.stdout.readline().strip()
+        if '"opened"' not in opened:
+            print(f"stale mapping: the child did not open the block: {opened or child.wait(30)}", flush=True)
+            return
+        check(cuda.cuMemFree_v2(first), "cuMemFree")
+        second = ctypes.c_uint64()
+        check(cuda.cuMemAlloc_v2(ctypes.byref(second), ctypes.c_size_t(size)), "cuMemAlloc")
+        fresh = torch.as_tensor(Cai(second.value, size), device="cuda")
+        fresh.fill_(1)
+        torch.cuda.synchronize()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        written = child.stdout.readline().strip()
+        child.wait(30)
+        torch.cuda.synchronize()
+        sevens = int((fresh == 7).sum().item())
+        print(f"stale mapping: child {written or 'wrote nothing'}; new block at the same address: "
+              f"{second.value == first.value}; bytes of the new block the child's write reached: {sevens} of {size}",
+              flush=True)
+        del fresh
+        check(cuda.cuMemFree_v2(second), "cuMemFree")
+    finally:
+        if child.poll() is None:
+            child.kill()
 
 
 def main() -> None:
@@ -136,6 +185,7 @@ def main() -> None:
     parser.add_argument("--offset", type=int)
     parser.add_argument("--size", type=int)
     parser.add_argument("--checksum", type=int)
+    parser.add_argument("--hold", action="store_true")
     args = parser.parse_args()
     (child if args.child else parent)(args)
 
