@@ -10,6 +10,7 @@
 #   sabotage the busy-thread and queued-kernel sabotage on quant, now that baselines wait for queued work to
 #            drain, and the persisting-L2 planted candidate
 #   placement whether input placement explains the 0.5 us per-process offsets of latency-bound kernels
+#   ipc_inputs attention evaluated with input sets device to device (EvalOptions.device_inputs) and not
 #   stability the evaluator's stability on moe and quant (fraction of expert, speedup spread, wall time)
 #   spool    the routes from the GPU to the spool (the evaluator's input sets)
 #   ipc      CUDA IPC from the sandbox again, and whether a freed exported block stays mapped (stale mappings)
@@ -30,6 +31,7 @@ once ncu 200 bash -c 'python3 bench/diag/ncu_profile_check.py --timeout 30 --tas
   echo "ncu_profile_check exit $?"'
 once sabotage 170 python3 bench/gpu_integrity.py --planted gpu_persisting_l2.py --json "$R/sabotage.json"
 once placement 120 python3 bench/diag/latency_placement.py --task moe_align_block_size --processes 3
+once ipc_inputs 200 python3 bench/diag/ipc_inputs.py --tasks attn_decode_paged_gqa
 once stability 240 python3 bench/evaluator_stability.py --tasks moe_align_block_size,quant_per_token_group_fp8 \
   --repeats 3 --json "$R/stability.json"
 once spool 30 python3 bench/diag/spool_write.py --mib 1024

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, hardware, static_scan
+from d2kbench.evaluate import channel, hardware, ipc, static_scan
 from d2kbench.evaluate.compare import compare_output, output_error
 from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, Timing, WorkloadResult
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
@@ -55,6 +55,9 @@ class EvalOptions:
     rounds: int = 5  # timing rounds; each round times every function once, alternating workers
     batch_ms: float = 100.0  # target length of one timed batch
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
+    # input sets handed to the candidate device to device (CUDA IPC, `ipc.py`) instead of through spool files;
+    # off until it is measured against the files on the H200 (bench/diag/ipc_inputs.py)
+    device_inputs: bool = False
     reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
     fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
@@ -105,6 +108,22 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class Exported:
+    """An input the trusted worker exported on the GPU (`ipc.export_copy`): the parent holds its description
+    only, and hands it to the candidate's worker, which clones it."""
+
+    desc: dict[str, Any]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(n) for n in self.desc["shape"])
+
+
+def shape_of(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, (torch.Tensor, Exported)) else None
+
+
 class Evaluation:
     """One candidate against one task: the state of a single `evaluate` call."""
 
@@ -112,6 +131,8 @@ class Evaluation:
         self.task, self.candidate, self.options = task, candidate.resolve(), options
         self.device = resolve_device(options.device)
         self.gpu = self.device.startswith("cuda")
+        # a custom comparison reads the inputs in the parent: those tasks keep their input files
+        self.export_inputs = self.gpu and options.device_inputs and all(o.compare != "custom" for o in task.outputs)
         self.secret = options.seed if options.seed is not None else secrets.randbits(62)
         self.result = EvalResult(
             task=task.id, candidate=str(self.candidate), mode="gpu" if self.gpu else "interpreter",
@@ -209,19 +230,31 @@ class Evaluation:
         raise AssertionError("unreachable")
 
     def restore_trusted_slots(self) -> None:
+        """Give a replaced trusted worker the input sets back: exported ones made again from their seeds (the
+        blocks died with the old worker), the others from the parent's copies."""
         for name, sets in self.inputs.items():
             for i, values in sets.items():
+                if any(isinstance(v, Exported) for v in values):
+                    reply = self.trusted.request(self.make_inputs_request(self.task.workload(name), i),
+                                                 self.options.call_timeout_s)
+                    sets[i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
+                    continue
                 self.trusted.request(
                     {"op": "put_inputs", "slot": self.slot_id(name, i), "inputs": self.pack(values, self.trusted)},
                     self.options.call_timeout_s,
                 )
+
+    def make_inputs_request(self, workload: Workload, i: int) -> dict[str, Any]:
+        return {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(workload.name, i),
+                "seed": derive_seed(self.secret, workload.name, i), "export": self.export_inputs}
 
     def pack(self, values: list[Any], worker: WorkerProcess) -> list[dict[str, Any]]:
         """Values for `worker`, in its own spool folder: the trusted worker's input files hard-linked (read-only)
         where the worker is a candidate confined to a uid of its own, which cannot write them; else copied."""
         link = worker is self.cand and worker.sandbox is not None and worker.sandbox.status.get("uid") is not None
         with self.phase("parent.pack", into="requests_s"):
-            return [(link and self.linked(v, worker)) or channel.pack_value(v, worker.spool) for v in values]
+            return [v.desc if isinstance(v, Exported) else (link and self.linked(v, worker))
+                    or channel.pack_value(v, worker.spool) for v in values]
 
     def linked(self, value: Any, worker: WorkerProcess) -> dict[str, Any] | None:
         """`value` as a link to the trusted worker's file in `worker`'s spool, if it is one of its inputs."""
@@ -235,7 +268,8 @@ class Evaluation:
         trusted worker's `inputs` keep their files, for `pack` to link (removed with the spool)."""
         mapped = worker is self.trusted
         with self.phase("parent.unpack", into="requests_s"):
-            values = [channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
+            values = [Exported(d) if mapped and ipc.is_exported(d) else
+                      channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
                       for d in descs]
         if mapped and inputs:
             for d, v in zip(descs, values, strict=True):
@@ -287,10 +321,7 @@ class Evaluation:
         self.inputs[name], self.expected[name] = {}, {}
         written = self.task.written_inputs
         for i in range(self.task.correctness_sets + 1):  # the last set rewrites slot 0 in place
-            reply = self.trusted_request(
-                {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(name, i),
-                 "seed": derive_seed(self.secret, name, i)}
-            )
+            reply = self.trusted_request(self.make_inputs_request(workload, i))
             self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
             self.derived[name] = reply.get("derived", {})
             oracle = self.trusted_request(
@@ -346,8 +377,7 @@ class Evaluation:
             wr.reference_error = self.errors(workload, 0, self.unpack(reply["outputs"], self.trusted),
                                              self.unpack(reply["inputs"], self.trusted))
         # Fresh inputs written over set 0 at the same addresses must give fresh outputs.
-        shapes = [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][0]]
-        if shapes != [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in self.inputs[name][sets]]:
+        if list(map(shape_of, self.inputs[name][0])) != list(map(shape_of, self.inputs[name][sets])):
             raise InfraError(f"task {self.task.id}: make_inputs gives input shapes that depend on the seed "
                              f"(workload {name}); shapes must depend on the workload only")
         self.cand.request(

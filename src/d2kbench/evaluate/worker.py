@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, integrity, interp_fp8, l2
+from d2kbench.evaluate import channel, integrity, interp_fp8, ipc, l2
 
 _CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
 _OOM_MARKERS = ("can't allocate memory", "Cannot allocate memory", "CUDA out of memory")
@@ -96,10 +96,13 @@ class Worker:
         derived = {}
         if hasattr(self.reference_module, "derived"):
             derived = {k: float(v) for k, v in self.reference_module.derived(workload, inputs).items()}
-        return {"inputs": [channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
+        export = bool(req.get("export")) and self.device.type == "cuda"
+        return {"inputs": [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else
+                           channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
 
     def put_inputs(self, req: dict) -> dict:
-        values = [channel.unpack_value(d, self.spool, mapped=True) for d in req["inputs"]]
+        values = [ipc.import_clone(d, self.device) if ipc.is_exported(d) else
+                  channel.unpack_value(d, self.spool, mapped=True) for d in req["inputs"]]
         values = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
         slot = int(req["slot"])
         if req.get("in_place"):
