@@ -164,7 +164,7 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
             assert "something else runs on it" in ev.result.detail and "still after 0." in ev.result.detail
             assert wr.drained_s >= 0.3  # it waited for the GPU to drain before it gave up
         else:
-            assert ev.result.verdict == "pass" and wr.drained_s < 0.3
+            assert ev.result.verdict == "pass" and wr.drained_s == 0.0  # quiet at the first probe: no wait
     finally:
         ev.close()
 

@@ -47,7 +47,7 @@ def test_wait_quiet_probes_until_the_queued_work_has_drained():
         return now[0]
 
     rate, waited = timing.wait_quiet(lambda: next(rates), min_rate=8.0, wait_s=5.0, clock=clock)
-    assert (rate, waited) == (9.0, 0.75)  # three probes, stopped at the first quiet one
+    assert (rate, waited) == (9.0, 0.5)  # three probes, stopped at the first quiet one; the first is no wait
 
 
 def test_wait_quiet_gives_up_after_its_wait_with_the_last_rate():
@@ -59,8 +59,8 @@ def test_wait_quiet_gives_up_after_its_wait_with_the_last_rate():
 
     probes = []
     rate, waited = timing.wait_quiet(lambda: probes.append(1) or 3.0, min_rate=8.0, wait_s=2.5, clock=clock)
-    assert (rate, waited, len(probes)) == (3.0, 3.0, 3)
-    assert timing.wait_quiet(lambda: 3.0, min_rate=8.0, wait_s=0.0, clock=clock)[0] == 3.0  # one probe, no wait
+    assert (rate, waited, len(probes)) == (3.0, 3.0, 4)
+    assert timing.wait_quiet(lambda: 3.0, min_rate=8.0, wait_s=0.0, clock=clock) == (3.0, 0.0)  # one probe
 
 
 def test_ceilings_far_below_the_nameplate_are_refused_and_never_cached(tmp_path, monkeypatch):

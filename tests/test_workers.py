@@ -120,7 +120,7 @@ def test_the_copy_probe_waits_for_a_rate_it_does_not_reach_then_answers(tmp_path
     finally:
         worker.close()
     assert unreachable["waited_s"] >= 0.5 and 1e8 < unreachable["copy_bytes_per_s"] < 1e12
-    assert reached["waited_s"] < 5
+    assert reached["waited_s"] == 0.0  # reached at the first probe
 
 
 def test_a_worker_that_will_not_exit_after_sigkill_does_not_hang_the_evaluation(tmp_path, capsys):

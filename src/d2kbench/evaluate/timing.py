@@ -123,16 +123,16 @@ def measure_ceilings(device: torch.device) -> dict[str, float]:
 
 def wait_quiet(probe: Callable[[], float], min_rate: float, wait_s: float,
                clock: Callable[[], float] = time.monotonic) -> tuple[float, float]:
-    """Probe until the rate reaches `min_rate` or `wait_s` has passed: (the last rate, seconds waited).
+    """Probe until the rate reaches `min_rate` or `wait_s` has passed since the first probe: (the last rate,
+    seconds spent probing after the first).
 
     With the candidate's process stopped, work it queued on the GPU before the stop still runs; this waits for
     that queue to drain before a baseline is timed (a stopped process can queue nothing more)."""
-    start = clock()
-    while True:
+    rate, start, waited = probe(), clock(), 0.0
+    while rate < min_rate and waited < wait_s:
         rate = probe()
         waited = clock() - start
-        if rate >= min_rate or waited >= wait_s:
-            return rate, waited
+    return rate, waited
 
 
 def probe_copy_rate(device: torch.device, buffers: list[torch.Tensor], reps: int = 7) -> float:
