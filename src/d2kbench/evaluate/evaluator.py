@@ -757,7 +757,11 @@ class Evaluation:
                 cand.kill()
                 raise InfraError(f"the trusted worker did not start: {exc}") from exc
             if self.gpu and self.options.time:
-                self.gpu_ceilings()  # measured (once per GPU) before any of the candidate's code is loaded
+                try:
+                    self.gpu_ceilings()  # measured (once per GPU) before any of the candidate's code is loaded
+                except InfraError:
+                    cand.kill()
+                    raise
             if not self.start_candidate(cand):
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):

@@ -177,11 +177,13 @@ class Worker:
             return fn(*self._inputs_for(fn_name, slot))
 
         l2.clear_persisting_l2()  # whatever an earlier request reserved: every batch starts with none
+        cleared = l2.persisting_l2_bytes() or 0  # what the driver reports after the clear (a floor it keeps)
         with torch.no_grad():
             times, outputs = self.timer.time(
                 call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), bool(req.get("graph"))
             )
-        reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": l2.persisting_l2_bytes()}
+        reserved = l2.persisting_l2_bytes() or 0
+        reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": reserved if reserved > cleared else 0}
         if req.get("return_outputs"):
             reply["outputs"] = {
                 str(slot): [channel.pack_value(o, self.spool) for o in as_tuple(out)]
