@@ -6,8 +6,9 @@ about 0.5 us (3-9%) between processes and evaluations, sandboxed or not (bench/r
 Each of N fresh processes times the task's expert with the evaluator's Timer (L2 flushed, head start, CUDA graph
 replay and plain events) on each scored workload, with the inputs: as make_inputs left them; each at the start of
 a 2 MB page of one buffer; each at 1 MB + 4 KB into its page (straddling a page for inputs over 1 MB); and each
-at a random 256-byte offset. If the per-process spread vanishes with fixed page offsets, and the offset variants
-differ from each other, placement (TLB misses after the flush) is the cause.
+at a random 256-byte offset; then as made twice more (graphs captured anew). If the per-process spread vanishes
+with fixed page offsets, and the offset variants differ from each other, placement (TLB misses after the flush)
+is the cause; if the repeats already differ within one process, each capture has an offset of its own.
 """
 
 from __future__ import annotations
@@ -71,6 +72,13 @@ def child(task_id: str, reps: int, seed: int) -> None:
                                       warmup=10, graph=graph)
                 row["graph" if graph else "events"] = statistics.median(times) * 1e3
             report[f"{w.name} | {name}"] = row
+        for again in range(2):  # the same inputs, timed and captured anew: does one process vary by itself?
+            row = {}
+            for graph in (False, True):
+                times, _ = timer.time(lambda slot: expert(*made), lambda slot: None, [0], reps, warmup=10,
+                                      graph=graph)
+                row["graph" if graph else "events"] = statistics.median(times) * 1e3
+            report[f"{w.name} | as made, again {again + 1}"] = row
     print(json.dumps(report), flush=True)
 
 
