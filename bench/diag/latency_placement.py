@@ -75,7 +75,7 @@ def child(task_id: str, reps: int, seed: int) -> None:
         for again in range(2):  # the same inputs, timed and captured anew: does one process vary by itself?
             row = {}
             for graph in (False, True):
-                times, _ = timer.time(lambda slot: expert(*made), lambda slot: None, [0], reps, warmup=10,
+                times, _ = timer.time(lambda slot, made=made: expert(*made), lambda slot: None, [0], reps, warmup=10,
                                       graph=graph)
                 row["graph" if graph else "events"] = statistics.median(times) * 1e3
             report[f"{w.name} | as made, again {again + 1}"] = row
