@@ -62,6 +62,10 @@ def test_evaluation_reports_where_its_time_went(toy_task):
     assert sum(result.phases_s.values()) <= result.elapsed_s
     assert {"trusted.make_inputs", "trusted.call", "candidate.put_inputs", "candidate.call",
             "parent.compare"} <= set(result.requests_s)
+    # the same seconds per function as well: the oracle's calls apart from the candidate's
+    parts = result.requests_s
+    assert parts["trusted.call[oracle]"] <= parts["trusted.call"] and parts["candidate.call[run]"] > 0
+    assert abs(sum(v for k, v in parts.items() if k.startswith("trusted.call[")) - parts["trusted.call"]) < 0.01
 
 
 def test_segfault_names_the_signal(toy_task):

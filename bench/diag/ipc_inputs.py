@@ -25,7 +25,7 @@ def main() -> None:
         for device_inputs in (False, True):
             r = evaluate(task, task.expert_path, EvalOptions(device_inputs=device_inputs))
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items())
-            requests = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:6])
+            requests = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10])
             fractions = ", ".join(f"{w.fraction_of_expert:.3f}" for w in r.workloads if w.fraction_of_expert)
             print(f"{task.id} {'IPC  ' if device_inputs else 'files'}: {r.verdict}/{r.reason} {r.elapsed_s:.1f} s "
                   f"({phases}); top requests: {requests}; fractions {fractions}; {r.detail[:300]}", flush=True)

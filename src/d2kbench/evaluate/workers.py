@@ -112,7 +112,7 @@ class WorkerProcess:
         os.close(rep_w)
         self.fd_req, self.fd_rep = req_w, rep_r
         self._ready = False
-        self.spent: dict[str, float] = {}  # seconds per request op, reply included
+        self.spent: dict[str, float] = {}  # seconds per request op (and op[fn]), reply included
 
     def stage(self, candidate: Path) -> Path:
         """The candidate file as this worker loads it: a copy in its home when sandboxed."""
@@ -138,8 +138,11 @@ class WorkerProcess:
         try:
             reply = self._await(timeout)
         finally:
-            op = str(message.get("op"))
-            self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - start
+            op, elapsed = str(message.get("op")), time.perf_counter() - start
+            self.spent[op] = self.spent.get(op, 0.0) + elapsed
+            if "fn" in message:  # and per function (a graph-replay batch apart): which baseline costs what
+                part = f"{op}[{message['fn']}{', graph' if message.get('graph') else ''}]"
+                self.spent[part] = self.spent.get(part, 0.0) + elapsed
         if reply.get("id") != message["id"]:
             self.kill()
             raise WorkerFault("crash", f"a message answering no request arrived for {op!r} (id "
