@@ -46,8 +46,8 @@ def main() -> int:
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
-            slowest = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10]
-            print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in slowest), flush=True)
+            costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10]
+            print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in costly), flush=True)
             for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us
                 t = {fn: w.timings[fn] for fn in ("candidate", "expert") if fn in w.timings}
                 if len(t) == 2:
