@@ -143,6 +143,7 @@ class Evaluation:
         self.env = worker_env(self.device, self.work)
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
+        self.ceilings: dict[str, float] | None = None  # this GPU's (`gpu_ceilings`)
         self.inputs: dict[str, dict[int, list[Any]]] = {}
         # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
@@ -583,45 +584,44 @@ class Evaluation:
             return self.trusted_request(message)
 
     def gpu_ceilings(self) -> dict[str, float]:
-        """This GPU's copy bandwidth and GEMM rate (cached per GPU), measured the first time with the GPU to
-        the trusted worker alone: before the candidate's code is loaded (`_run`), or with it stopped."""
-        def alone(message: dict[str, Any]) -> dict[str, Any]:
-            with gpu_lock(self.device):
-                return self.trusted_request(message)
+        """This GPU's copy bandwidth and GEMM rate (cached per GPU, and kept here for the evaluation), measured
+        the first time with the GPU to the trusted worker alone: before the candidate's code is loaded (`_run`),
+        or with it stopped."""
+        if self.ceilings is None:
+            def alone(message: dict[str, Any]) -> dict[str, Any]:
+                with gpu_lock(self.device):
+                    return self.trusted_request(message)
 
-        try:
-            return hardware.ceilings(self.device, alone if self.cand is None else self.trusted_request_alone)
-        except hardware.SharedGpu as exc:
-            raise InfraError(str(exc), "gpu_contended") from exc
+            request = alone if self.cand is None else self.trusted_request_alone
+            try:
+                self.ceilings = hardware.ceilings(self.device, request)
+            except hardware.SharedGpu as exc:
+                raise InfraError(str(exc), "gpu_contended") from exc
+        return self.ceilings
 
-    def quiet_share(self, ceiling: float, wait_s: float) -> tuple[float, float]:
+    def quiet(self, workload: Workload, wr: WorkloadResult, ceiling: float, wait_s: float, when: str) -> float:
         """The trusted worker's copy probe as a share of `ceiling`, probing again for up to `wait_s` until it
-        reaches `CONTENDED_SHARE`: (share, seconds waited). The caller holds the GPU lock, the candidate stopped:
-        what still lowers the share is work queued before the stop (it drains) or another process."""
+        reaches `CONTENDED_SHARE` (the seconds spent go to `wr.drained_s`). The caller holds the GPU lock, the
+        candidate stopped: what still lowers the share is work queued before the stop (it drains) or another
+        process. Still below it, this workload's times would not be honest: an `infra` failure, never a score."""
         reply = self.trusted_request({"op": "probe", "min_rate": CONTENDED_SHARE * ceiling, "wait_s": wait_s})
-        return reply["copy_bytes_per_s"] / ceiling, float(reply.get("waited_s", 0.0))
-
-    def contended(self, workload: Workload, share: float, ceiling: float, waited: float, when: str) -> None:
-        self.result.add(Failure(
-            "infra", "gpu_contended",
-            f"{when}, the GPU gave a copy probe {share:.0%} of its measured {ceiling / 1e12:.2f} TB/s, still after "
-            f"{waited:.1f} s with the candidate stopped: something else runs on it (another process, or work the "
-            "candidate queued before it was stopped); times not scored", workload.name))
+        share, waited = reply["copy_bytes_per_s"] / ceiling, float(reply.get("waited_s", 0.0))
+        wr.drained_s += waited
+        if share < CONTENDED_SHARE:
+            self.result.add(Failure(
+                "infra", "gpu_contended",
+                f"{when}, the GPU gave a copy probe {share:.0%} of its measured {ceiling / 1e12:.2f} TB/s, still "
+                f"after {waited:.1f} s with the candidate stopped: something else runs on it (another process, or "
+                "work the candidate queued before it was stopped); times not scored", workload.name))
+        return share
 
     def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
-        """Probe the GPU's copy bandwidth from the trusted worker, the candidate stopped, waiting up to
-        `quiet_wait_s` for work queued before the stop to drain; still below `CONTENDED_SHARE` of this GPU's
-        measured bandwidth, something else is running on it and this workload's times would not be honest: an
-        `infra` failure, never a score."""
+        """`quiet`, waiting up to `quiet_wait_s`, before and after a workload's timings."""
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
         with gpu_lock(self.device), self.cand.paused():
-            share, waited = self.quiet_share(ceiling, self.options.quiet_wait_s)
+            share = self.quiet(workload, wr, ceiling, self.options.quiet_wait_s, "before or after the timings")
         wr.gpu_probe.append(float(f"{share:.3g}"))
-        wr.drained_s += waited
-        if share >= CONTENDED_SHARE:
-            return True
-        self.contended(workload, share, ceiling, waited, "before or after the timings")
-        return False
+        return share >= CONTENDED_SHARE
 
     def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
         """Before the validated round, move the input sets between the candidate's slots in place, so
@@ -647,15 +647,13 @@ class Evaluation:
                     with self.cand.paused():  # nothing of the candidate's runs beside the baselines...
                         # ...once what it queued on the GPU before the stop has drained (a stopped thread's
                         # copies still ran and slowed the reference 2.6x: bench/results/2026-12-03-h200-owed-2)
-                        share, waited = self.quiet_share(ceiling, self.options.quiet_wait_s)
-                        wr.drained_s += waited
-                        if share < CONTENDED_SHARE:
-                            self.contended(workload, share, ceiling, waited, f"before the {fn}'s timed batch")
+                        before = self.quiet(workload, wr, ceiling, self.options.quiet_wait_s,
+                                            f"before the {fn}'s timed batch")
+                        if before < CONTENDED_SHARE:
                             return None
                         reply = self.trusted_request(message)
-                        share, _ = self.quiet_share(ceiling, 0.0)
-                        if share < CONTENDED_SHARE:
-                            self.contended(workload, share, ceiling, 0.0, f"right after the {fn}'s timed batch")
+                        after = self.quiet(workload, wr, ceiling, 0.0, f"right after the {fn}'s timed batch")
+                        if after < CONTENDED_SHARE:
                             return None
                 else:
                     reply = worker.request(message, self.options.call_timeout_s)
@@ -822,7 +820,8 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
     CPU, in `dtype` where given; nothing runs on a device. Each kernel gets registers, spills, shared memory,
     warps, stages and whether the PTX uses wgmma, or the compiler's error.
     """
-    w = task.workload(workload or task.profile_workload) if workload or task.profile_workload else task.split("cpu")[0]
+    name = workload or task.profile_workload  # "" where a task has no scored workload
+    w = task.workload(name) if name else task.split("cpu")[0]
     if dtype:
         w = dataclasses.replace(w, dtype=dtype)
     ev = Evaluation(task, Path(candidate), EvalOptions(device="cpu", time=False))
