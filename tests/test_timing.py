@@ -100,10 +100,10 @@ def test_persisting_l2_is_read_and_cleared_through_the_driver(monkeypatch):
             calls.append(("reset",))
             return 0
 
-    monkeypatch.setattr(l2, "_driver", lambda: Driver())
+    monkeypatch.setattr(l2, "driver", lambda: Driver())
     assert l2.persisting_l2_bytes() == 30 << 20
     l2.clear_persisting_l2()
     assert l2.persisting_l2_bytes() == 0
     assert calls == [("get", 6), ("set", 6, 0), ("reset",), ("get", 6)]
-    monkeypatch.setattr(l2, "_driver", lambda: None)  # no CUDA driver: nothing to read, nothing to clear
+    monkeypatch.setattr(l2, "driver", lambda: None)  # no CUDA driver: nothing to read, nothing to clear
     assert l2.persisting_l2_bytes() is None and l2.clear_persisting_l2() is None

@@ -23,26 +23,9 @@ from pathlib import Path
 
 import torch
 
-
-class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
-
-
-def driver() -> ctypes.CDLL:
-    return ctypes.CDLL("libcuda.so.1")
-
-
-def check(code: int, what: str) -> None:
-    if code != 0:
-        raise RuntimeError(f"{what} failed: CUresult {code}")
-
-
-class Cai:
-    """A raw device pointer as `__cuda_array_interface__`, for torch.as_tensor."""
-
-    def __init__(self, pointer: int, size: int):
-        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (pointer, False),
-                                         "version": 3}
+from d2kbench.evaluate.ipc import IpcHandle, RawPointer
+from d2kbench.evaluate.ipc import check_result as check
+from d2kbench.evaluate.ipc import require_driver as driver
 
 
 def child(args: argparse.Namespace) -> None:
@@ -62,7 +45,7 @@ def child(args: argparse.Namespace) -> None:
         opener = getattr(cuda, "cuIpcOpenMemHandle_v2", None) or cuda.cuIpcOpenMemHandle
         check(opener(ctypes.byref(base), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
         report["open_ms"] = (time.perf_counter() - start) * 1e3
-        view = torch.as_tensor(Cai(base.value + args.offset, args.size), device="cuda")
+        view = torch.as_tensor(RawPointer(base.value + args.offset, args.size), device="cuda")
         if args.hold:  # keep the mapping while the parent frees and reallocates, then write through it
             print(json.dumps({"opened": True}), flush=True)
             sys.stdin.readline()
@@ -142,7 +125,7 @@ def stale_mapping(cuda: ctypes.CDLL, command: list[str], size: int = 64 << 20) -
     candidate has its own copy; if so, only when the candidate's process is gone.)"""
     first = ctypes.c_uint64()
     check(cuda.cuMemAlloc_v2(ctypes.byref(first), ctypes.c_size_t(size)), "cuMemAlloc")
-    torch.as_tensor(Cai(first.value, size), device="cuda").fill_(1)
+    torch.as_tensor(RawPointer(first.value, size), device="cuda").fill_(1)
     torch.cuda.synchronize()
     handle = IpcHandle()
     check(cuda.cuIpcGetMemHandle(ctypes.byref(handle), first), "cuIpcGetMemHandle")
@@ -156,7 +139,7 @@ def stale_mapping(cuda: ctypes.CDLL, command: list[str], size: int = 64 << 20) -
         check(cuda.cuMemFree_v2(first), "cuMemFree")
         second = ctypes.c_uint64()
         check(cuda.cuMemAlloc_v2(ctypes.byref(second), ctypes.c_size_t(size)), "cuMemAlloc")
-        fresh = torch.as_tensor(Cai(second.value, size), device="cuda")
+        fresh = torch.as_tensor(RawPointer(second.value, size), device="cuda")
         fresh.fill_(1)
         torch.cuda.synchronize()
         child.stdin.write("go\n")

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import ctypes
 import math
-from functools import cache
 from typing import Any
 
 import torch
 
 from d2kbench.evaluate.channel import ProtocolError, describe_tensor, to_dtype
+from d2kbench.evaluate.cuda_driver import driver
 
 HANDLE_BYTES = 64
 
 
-class _Handle(ctypes.Structure):
+class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * HANDLE_BYTES)]
 
 
-class _Raw:
+class RawPointer:
     """A device pointer as `__cuda_array_interface__` (bytes), for torch.as_tensor without a copy."""
 
     def __init__(self, pointer: int, nbytes: int):
@@ -35,12 +35,16 @@ class _Raw:
                                          "version": 3}
 
 
-@cache
-def _driver() -> Any:
-    return ctypes.CDLL("libcuda.so.1")
+def require_driver() -> ctypes.CDLL:
+    """libcuda, or a RuntimeError that says it is missing."""
+    cuda = driver()
+    if cuda is None:
+        raise RuntimeError("no CUDA driver (libcuda.so.1) on this machine")
+    return cuda
 
 
-def _check(result: int, what: str) -> None:
+def check_result(result: int, what: str) -> None:
+    """Raise unless a driver call returned CUDA_SUCCESS."""
     if result != 0:
         raise RuntimeError(f"{what} failed (CUresult {result})")
 
@@ -53,11 +57,11 @@ def export_copy(value: torch.Tensor) -> dict[str, Any]:
     if nbytes == 0:
         return {**desc, "ipc": "", "nbytes": 0}
     pointer = ctypes.c_uint64()
-    _check(_driver().cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(nbytes)), "cuMemAlloc")
-    torch.as_tensor(_Raw(pointer.value, nbytes), device=value.device).copy_(flat)
+    check_result(require_driver().cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(nbytes)), "cuMemAlloc")
+    torch.as_tensor(RawPointer(pointer.value, nbytes), device=value.device).copy_(flat)
     torch.cuda.synchronize(value.device)  # the importer reads it from another process, on its own streams
-    handle = _Handle()
-    _check(_driver().cuIpcGetMemHandle(ctypes.byref(handle), pointer), "cuIpcGetMemHandle")
+    handle = IpcHandle()
+    check_result(require_driver().cuIpcGetMemHandle(ctypes.byref(handle), pointer), "cuIpcGetMemHandle")
     return {**desc, "ipc": bytes(handle).hex(), "nbytes": nbytes}
 
 
@@ -75,19 +79,19 @@ def import_clone(desc: dict[str, Any], device: torch.device) -> torch.Tensor:
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=device)
     try:
-        handle = _Handle.from_buffer_copy(bytes.fromhex(str(desc["ipc"])))
+        handle = IpcHandle.from_buffer_copy(bytes.fromhex(str(desc["ipc"])))
     except ValueError as exc:
         raise ProtocolError(f"bad IPC handle: {exc}") from None
     with torch.cuda.device(device):
         torch.zeros(1, device=device)  # the primary context, current on this thread
         pointer = ctypes.c_uint64()
-        opener = getattr(_driver(), "cuIpcOpenMemHandle_v2", None) or _driver().cuIpcOpenMemHandle
-        _check(opener(ctypes.byref(pointer), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")  # lazy peer access
+        opener = getattr(require_driver(), "cuIpcOpenMemHandle_v2", None) or require_driver().cuIpcOpenMemHandle
+        check_result(opener(ctypes.byref(pointer), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")  # lazy peer access
         try:
-            mapped = torch.as_tensor(_Raw(pointer.value, nbytes), device=device)
+            mapped = torch.as_tensor(RawPointer(pointer.value, nbytes), device=device)
             own = mapped.clone()
             torch.cuda.synchronize(device)
             del mapped
         finally:
-            _check(_driver().cuIpcCloseMemHandle(pointer), "cuIpcCloseMemHandle")
+            check_result(require_driver().cuIpcCloseMemHandle(pointer), "cuIpcCloseMemHandle")
     return own.view(dtype).reshape(shape)

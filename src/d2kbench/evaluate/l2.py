@@ -7,35 +7,27 @@ which every CUDA process has loaded; None or a no-op where there is none."""
 from __future__ import annotations
 
 import ctypes
-from functools import cache
-from typing import Any
+
+from d2kbench.evaluate.cuda_driver import driver
 
 LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06  # CUlimit: CU_LIMIT_PERSISTING_L2_CACHE_SIZE
 
 
-@cache
-def _driver() -> Any:
-    try:
-        return ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-
-
 def persisting_l2_bytes() -> int | None:
     """The current context's persisting-L2 carve-out in bytes; None where the driver cannot say."""
-    driver = _driver()
-    if driver is None:
+    cuda = driver()
+    if cuda is None:
         return None
     value = ctypes.c_size_t()
-    if driver.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)) != 0:
+    if cuda.cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE)) != 0:
         return None
     return value.value
 
 
 def clear_persisting_l2() -> None:
     """No carve-out, and every line that was persisting demoted to normal (then the flush evicts it)."""
-    driver = _driver()
-    if driver is None:
+    cuda = driver()
+    if cuda is None:
         return
-    driver.cuCtxSetLimit(ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(0))
-    driver.cuCtxResetPersistingL2Cache()
+    cuda.cuCtxSetLimit(ctypes.c_int(LIMIT_PERSISTING_L2_CACHE_SIZE), ctypes.c_size_t(0))
+    cuda.cuCtxResetPersistingL2Cache()
