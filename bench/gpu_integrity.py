@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from d2kbench.evaluate import static_scan
@@ -105,19 +106,26 @@ _threading.Thread(target=_hog, daemon=True).start()
 }
 
 
+@contextmanager
+def scan_off(off: bool = True):
+    """The static scan's forbidden findings ignored for the block: the dynamic defences shown alone."""
+    scan = static_scan.forbidden_summary
+    if off:
+        static_scan.forbidden_summary = lambda findings: None
+    try:
+        yield
+    finally:
+        static_scan.forbidden_summary = scan
+
+
 def planted_part(names: list[str], results: list[dict]) -> bool:
     task = load_task(ROOT / "tests" / "fixtures" / "toy_axpy")
     ok = True
     print("| planted | verdict | reasons | expected | |\n|---|---|---|---|---|")
     for name in names:
         verdict, reason = EXPECTED[name]
-        scan = static_scan.forbidden_summary
-        if name in SCAN_OFF:
-            static_scan.forbidden_summary = lambda findings: None
-        try:
+        with scan_off(name in SCAN_OFF):
             r = evaluate(task, PLANTED / name, EvalOptions(include_hidden=True, call_timeout_s=15, load_timeout_s=60))
-        finally:
-            static_scan.forbidden_summary = scan
         reasons = sorted({f.reason for f in r.failures})
         good = verdict is None or (r.verdict == verdict and reason in reasons)
         if name == "gpu_endless_kernel.py":  # the GPU is usable again: the expert still passes after it
@@ -138,7 +146,6 @@ def reference_ms(result) -> dict[str, float]:
 
 def sabotage_part(task_ids: list[str], results: list[dict]) -> bool:
     ok = True
-    scan = static_scan.forbidden_summary
     for task_id in task_ids:
         task = find_task(task_id)
         clean = evaluate(task, task.expert_path, EvalOptions())
@@ -148,11 +155,8 @@ def sabotage_part(task_ids: list[str], results: list[dict]) -> bool:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "candidate.py"
                 path.write_text(task.expert_path.read_text() + "\n" + prelude)
-                static_scan.forbidden_summary = lambda findings: None  # the dynamic defences alone
-                try:
+                with scan_off():
                     r = evaluate(task, path, EvalOptions())
-                finally:
-                    static_scan.forbidden_summary = scan
             got = reference_ms(r)
             drift = {w: got[w] / base[w] - 1 for w in got if w in base}
             judged = {w: d for w, d in drift.items() if base[w] * 1e3 >= JUDGED_MIN_US}
