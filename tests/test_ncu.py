@@ -178,3 +178,38 @@ def test_compile_report_names_its_workload_and_counts_repeated_launches():
     assert len(out) == 3 and out[1].endswith("wgmma=no [3 launches]") and "registers=18" in out[1]
     assert "BLOCK=256" in out[2] and not out[2].endswith("launches]")
     assert "workload n1m?" in format_compile_report([], "n1m")
+
+
+def test_the_same_source_is_compiled_once_per_task(toy_task, tmp_path, monkeypatch):
+    compiled = []
+
+    def fake_report(task, candidate):
+        compiled.append(candidate.read_text())
+        return [dict(REPORT[0], source=candidate.read_text())]
+
+    monkeypatch.setattr(evalservice_module, "compile_report", fake_report)
+    service = LocalEvalService(["cpu"])
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text("x = 1\n")
+    second.write_text("x = 1\n")  # another workspace, the same bytes
+    reports = [asyncio.run(service.compile_report(toy_task, path)) for path in (first, second)]
+    assert compiled == ["x = 1\n"] and reports[0] == reports[1]
+    reports[0][0]["registers"] = 0  # a caller's edit does not reach the kept report
+    second.write_text("x = 2\n")
+    assert asyncio.run(service.compile_report(toy_task, second))[0]["source"] == "x = 2\n"
+    assert compiled == ["x = 1\n", "x = 2\n"]
+    assert asyncio.run(service.compile_report(toy_task, first))[0]["registers"] == 18
+
+
+def test_ncu_install_folders_follow_the_links_under_its_prefix(tmp_path):
+    """As on the H200: /usr/local/cuda-13.0/bin/ncu, with Nsight Compute linked in from /opt/nvidia."""
+    prefix, real = tmp_path / "cuda", tmp_path / "opt" / "nvidia" / "nsight-compute"
+    (prefix / "bin").mkdir(parents=True)
+    real.mkdir(parents=True)
+    (prefix / "nsight-compute-2025.3.1").symlink_to(real)
+    (prefix / "version.json").symlink_to(prefix / "bin")  # a link to a folder inside: nothing new
+    tool = prefix / "bin" / "ncu"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert ncu.install_folders(str(tool)) == sorted([str(prefix), str(real)])
+    assert ncu.install_folders(str(tmp_path / "absent")) == []

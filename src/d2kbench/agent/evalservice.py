@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -53,6 +54,7 @@ class LocalEvalService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._jobs: set[asyncio.Future] = set()  # evaluations in flight (kept alive when their caller is cancelled)
         self._ncu_down: str | None = None  # why ncu cannot work here, once a run showed it: not tried again
+        self._reports: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # compile reports by source
 
     def _queue(self) -> asyncio.Queue[str]:
         """The free devices, as a queue of the running event loop (made anew under a new loop)."""
@@ -86,7 +88,12 @@ class LocalEvalService:
             lambda device: evaluate(task, candidate, dataclasses.replace(options, device=device)))
 
     async def compile_report(self, task: Task, candidate: Path) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(compile_report, task, candidate)
+        """The sm_90 compile report; the same source on the same task is compiled once (the report depends on
+        nothing else: the candidate is one file, and the workload's inputs are made from its seed)."""
+        key = (task.id, task.profile_workload, hashlib.sha256(candidate.read_bytes()).hexdigest())
+        if key not in self._reports:
+            self._reports[key] = await asyncio.to_thread(compile_report, task, candidate)
+        return [dict(k) for k in self._reports[key]]
 
     async def ncu_profile(self, task: Task, candidate: Path) -> NcuProfile:
         """ncu's summary of one call on the task's profile workload, on a free GPU; or why there is none."""
