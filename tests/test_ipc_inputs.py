@@ -63,3 +63,58 @@ def test_device_inputs_stay_off_without_a_gpu(toy_task):
         assert not ev.export_inputs
     finally:
         ev.close()
+
+
+class ProbeWorker:
+    """A worker that answers the device-to-device probe as told."""
+
+    def __init__(self, answer, alive=True):
+        self.answer, self.alive, self.requests, self.killed = answer, alive, [], False
+
+    def request(self, message, timeout=None):
+        self.requests.append(message)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer(message)
+
+    def kill(self):
+        self.killed = True
+
+
+def probe_evaluation(evaluation, sent_sum=4242):
+    evaluation.export_inputs = True
+    evaluation.trusted = ProbeWorker(lambda m: {"input": DESC, "sum": sent_sum})
+    return evaluation
+
+
+def test_device_inputs_are_used_only_when_the_probe_block_arrives_intact(evaluation):
+    ev = probe_evaluation(evaluation)
+    cand = ProbeWorker(lambda m: {"sum": 4242})
+    assert ev.check_device_inputs(cand) is cand
+    assert ev.export_inputs and ev.result.environment["device_inputs"] == "on"
+    assert cand.requests == [{"op": "ipc_check", "input": DESC}]  # the trusted worker's block, passed on as is
+
+    ev = probe_evaluation(evaluation)
+    assert ev.check_device_inputs(ProbeWorker(lambda m: {"sum": 1})) is not None
+    assert not ev.export_inputs
+    assert ev.result.environment["device_inputs"].startswith("off (files instead): the probe block arrived changed")
+
+
+def test_a_probe_the_candidates_worker_cannot_import_means_files(evaluation):
+    from d2kbench.evaluate.workers import RequestFailed
+
+    ev = probe_evaluation(evaluation)
+    failed = RequestFailed({"error": "RuntimeError", "message": "cuIpcOpenMemHandle failed (CUresult 201)"})
+    cand = ProbeWorker(failed)
+    assert ev.check_device_inputs(cand) is cand and not ev.export_inputs
+    assert "CUresult 201" in ev.result.environment["device_inputs"]
+
+
+def test_a_worker_the_probe_killed_is_replaced_before_the_candidate_loads(evaluation, monkeypatch):
+    from d2kbench.evaluate.workers import WorkerFault
+
+    ev = probe_evaluation(evaluation)
+    dead = ProbeWorker(WorkerFault("crash", "the worker exited with -11"), alive=False)
+    fresh = ProbeWorker(lambda m: {})
+    monkeypatch.setattr(ev, "spawn", lambda role: fresh)
+    assert ev.check_device_inputs(dead) is fresh and dead.killed and not ev.export_inputs

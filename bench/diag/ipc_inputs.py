@@ -3,8 +3,8 @@ both ways, warm, with the verdicts, the phases, the requests' seconds and the fr
 
     PYTHONPATH=src python3 bench/diag/ipc_inputs.py [--tasks a,b]
 
-`EvalOptions.device_inputs` becomes the default on GPUs only once this shows the same verdicts and a faster
-evaluation (docs/perf/evaluator.md).
+`EvalOptions.device_inputs` became the default on GPUs when this showed the same verdicts and a faster
+evaluation (bench/results/2026-12-03-h200-owed-3); it also prints what the route check before loading decided.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def main() -> None:
             requests = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10])
             fractions = ", ".join(f"{w.fraction_of_expert:.3f}" for w in r.workloads if w.fraction_of_expert)
             print(f"{task.id} {'IPC  ' if device_inputs else 'files'}: {r.verdict}/{r.reason} {r.elapsed_s:.1f} s "
-                  f"({phases}); top requests: {requests}; fractions {fractions}; {r.detail[:300]}", flush=True)
+                  f"({phases}); route {r.environment.get('device_inputs', 'files')}; top requests: {requests}; "
+                  f"fractions {fractions}; {r.detail[:300]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -100,6 +100,15 @@ class Worker:
         return {"inputs": [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else
                            channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
 
+    def ipc_probe(self, req: dict) -> dict:
+        """An exported probe block and the sum of its bytes: the device-to-device route checked before use."""
+        probe = torch.arange(4096, device=self.device, dtype=torch.int32).mul_(7).add_(int(req["seed"]))
+        return {"input": ipc.export_copy(probe), "sum": int(probe.sum())}
+
+    def ipc_check(self, req: dict) -> dict:
+        """The sum of an imported probe block (asked before the candidate's code loads, so it is still ours)."""
+        return {"sum": int(ipc.import_clone(req["input"], self.device).sum())}
+
     def put_inputs(self, req: dict) -> dict:
         values = [ipc.import_clone(d, self.device) if ipc.is_exported(d) else
                   channel.unpack_value(d, self.spool, mapped=True) for d in req["inputs"]]
@@ -296,6 +305,8 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "load": worker.load,
         "make_inputs": worker.make_inputs,
         "put_inputs": worker.put_inputs,
+        "ipc_probe": worker.ipc_probe,
+        "ipc_check": worker.ipc_check,
         "call": worker.call,
         "time": worker.time,
         "ceilings": worker.ceilings,
