@@ -328,3 +328,43 @@ def test_a_diagnosis_can_leave_a_mechanism_out_and_the_status_says_so(tmp_path):
     assert status["missing"]["landlock"] == status["missing"]["rlimit_cpu"] == "left out for a diagnosis"
     assert cpu_limit != sandbox.SandboxSettings().cpu_seconds  # the limit was not set
     assert not any(a.startswith(("landlock", "rlimit_cpu")) for a in status["active"])
+
+
+def test_a_folder_can_be_opened_to_landlock_wholly_or_to_reading_only(tmp_path, active):
+    """`ro:` opens a folder to reading, a task folder inside it still hidden (the ncu sandbox opens ncu's install
+    folders so); a bare path opens it wholly (diagnoses only)."""
+    needs(active, "landlock")
+    opened = tmp_path / "opened"
+    (opened / "task").mkdir(parents=True)
+    for path, text in ((opened / "f.txt", "seen"), (opened / "task" / "reference.py", "secret")):
+        path.write_text(text)
+        os.chmod(path, 0o666)
+    for folder in (tmp_path, opened, opened / "task"):
+        os.chmod(folder, 0o777)
+
+    def attempt(grant: str, where: Path) -> list[str]:
+        """Read, then append to, a file under `opened`, then read the task's file, sandboxed with `grant`."""
+        box = sandbox.Sandbox(sandbox.SandboxSettings(), [opened / "task"], "cpu", grant=[grant])
+        plan = plan_of(box, where)
+        code = ("import json, sys; from d2kbench.evaluate import sandbox; "
+                "sandbox.enter(sandbox.Plan(**json.loads(sys.argv[1])))\n"
+                "def attempt(what):\n"
+                "    try:\n        return what()\n"
+                "    except PermissionError:\n        return 'denied'\n"
+                "print(json.dumps([attempt(lambda: open(sys.argv[2]).read()), "
+                "attempt(lambda: open(sys.argv[2], 'a').write('x') and 'written'), "
+                "attempt(lambda: open(sys.argv[3]).read())]))")
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        try:
+            proc = subprocess.run([sys.executable, "-c", code, plan, str(opened / "f.txt"),
+                                   str(opened / "task" / "reference.py")],
+                                  capture_output=True, text=True, env=env, timeout=60)
+        finally:
+            box.release()
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert attempt(f"ro:{opened}", tmp_path / "a") == ["seen", "denied", "denied"]
+    assert attempt(str(opened), tmp_path / "b") == ["seen", "written", "secret"]

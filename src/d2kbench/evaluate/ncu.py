@@ -154,15 +154,33 @@ def ncu_command(log_file: Path) -> list[str]:
             "--log-file", str(log_file)]
 
 
+def install_folders(ncu: str | None = None) -> list[str]:
+    """Where ncu's installation really lies: its prefix (the folder above `bin/ncu`) and the targets of the
+    links right under it. The H200's `/usr/local/cuda-13.0` links Nsight Compute in from `/opt/nvidia`, and
+    landlock follows a link to the folder it names: ncu's counter library, injected into the candidate's process,
+    failed until that folder could be read (bench/results/2026-12-03-h200-owed-4)."""
+    found = shutil.which(ncu or "ncu")
+    if found is None:
+        return []
+    prefix = Path(found).resolve().parent.parent
+    folders = {prefix}
+    for entry in prefix.iterdir():
+        target = entry.resolve()
+        if entry.is_symlink() and target.is_dir() and not target.is_relative_to(prefix):
+            folders.add(target)
+    return sorted(str(f) for f in folders)
+
+
 class _NcuSandbox(Sandbox):
     """The evaluator's candidate sandbox, with ncu in front of the command that enters it. ncu's front end
     starts in a fresh network namespace with only loopback up, and the candidate's process stays in it
     (a namespace of its own would cut ncu off: the first GPU run hung until the limit), with TCP allowed
-    to ncu's ports alone."""
+    to ncu's ports alone, and ncu's installation open to reading (`install_folders`)."""
 
     def __init__(self, ncu: list[str], task: Task, device: str, skip: Sequence[str] = (), grant: Sequence[str] = ()):
+        reading = [f"ro:{folder}" for folder in install_folders(ncu[0])]
         super().__init__(SandboxSettings(), [Path(task.path)], device, range(PORT, PORT + MAX_CONNECTIONS), skip,
-                         grant)
+                         [*reading, *grant])
         self.ncu = ncu
 
     def prepare(self, home: Path, spool: Path) -> list[str]:

@@ -84,7 +84,9 @@ class Plan:
     package: str = str(_PACKAGE)
     profiler_ports: list[int] = field(default_factory=list)  # TCP to a profiler's front end in the parent's netns
     skip: list[str] = field(default_factory=list)  # mechanisms left out: diagnoses only, never an evaluation
-    grant: list[str] = field(default_factory=list)  # paths landlock leaves wholly open: diagnoses only
+    # paths landlock leaves open: "ro:PATH" to reading (the task folders and this package still hidden), as the
+    # ncu sandbox opens ncu's installation; a bare PATH wholly, for a diagnosis only
+    grant: list[str] = field(default_factory=list)
 
 
 # -- the parent's side -------------------------------------------------------------------------------
@@ -96,7 +98,7 @@ class Sandbox:
         self.settings, self.hidden, self.gpu = settings, [str(p.resolve()) for p in hidden], device != "cpu"
         self.profiler_ports = list(profiler_ports)  # set: the child stays in the parent's loopback-only netns
         self.skip = list(skip)  # a diagnosis's: which mechanism stops a tool (bench/diag/ncu_profile_check.py)
-        self.grant = list(grant)  # a diagnosis's: which path landlock must open for a tool
+        self.grant = list(grant)  # what landlock must open for a tool (`Plan.grant`)
         self.uid: int | None = None
         self._uid_lock: Any = None
         self.cgroup: Path | None = None
@@ -543,7 +545,10 @@ def _landlock(plan: Plan) -> str:
         for path in ("/dev/null", "/proc/self", *(str(p) for p in Path("/dev").glob("nvidia*"))):
             _allow(ruleset, Path(path), FS_READ | FS_WRITE_FILE | FS_TRUNCATE, handled)
         for folder in (plan.home, plan.spool, *plan.grant):
-            _allow(ruleset, Path(folder), handled, handled)
+            if folder.startswith("ro:"):
+                _allow_except(ruleset, Path(folder.removeprefix("ro:")), FS_READ, hidden)
+            else:
+                _allow(ruleset, Path(folder), handled, handled)
         for port in plan.profiler_ports if net else ():
             rule = _NetPort(NET_TCP, port)
             _check(_syscall(SYS_LANDLOCK_ADD_RULE, ruleset, RULE_NET_PORT, ctypes.byref(rule), 0), f"TCP port {port}")
