@@ -156,9 +156,10 @@ def ncu_command(log_file: Path) -> list[str]:
 
 def install_folders(ncu: str | None = None) -> list[str]:
     """Where ncu's installation really lies: its prefix (the folder above `bin/ncu`) and the targets of the
-    links right under it. The H200's `/usr/local/cuda-13.0` links Nsight Compute in from `/opt/nvidia`, and
-    landlock follows a link to the folder it names: ncu's counter library, injected into the candidate's process,
-    failed until that folder could be read (bench/results/2026-12-03-h200-owed-4)."""
+    links right under it (landlock follows a link to the folder it names). On the H200 ncu is
+    /usr/local/cuda-13.0/bin/ncu, and its counter library, injected into the candidate's process, failed until
+    /opt/nvidia could be read (bench/results/2026-12-03-h200-owed-4); that the prefix links Nsight Compute in
+    from there is bench/diag/ncu_profile_check.py's to confirm."""
     found = shutil.which(ncu or "ncu")
     if found is None:
         return []
