@@ -201,15 +201,18 @@ def test_the_same_source_is_compiled_once_per_task(toy_task, tmp_path, monkeypat
     assert asyncio.run(service.compile_report(toy_task, first))[0]["registers"] == 18
 
 
-def test_ncu_install_folders_follow_the_links_under_its_prefix(tmp_path):
-    """As on the H200: /usr/local/cuda-13.0/bin/ncu, with Nsight Compute linked in from /opt/nvidia."""
-    prefix, real = tmp_path / "cuda", tmp_path / "opt" / "nvidia" / "nsight-compute"
+def test_ncu_install_folders_follow_the_links_under_its_prefix_and_take_the_standalone_root(tmp_path, monkeypatch):
+    """As on the H200: /usr/local/cuda-13.0/bin/ncu, a launcher script, and /opt/nvidia/nsight-compute."""
+    prefix, real, standalone = tmp_path / "cuda", tmp_path / "linked", tmp_path / "opt" / "nvidia" / "nsight-compute"
     (prefix / "bin").mkdir(parents=True)
     real.mkdir(parents=True)
+    monkeypatch.setattr(ncu, "STANDALONE_ROOTS", (standalone, tmp_path / "absent"))
     (prefix / "nsight-compute-2025.3.1").symlink_to(real)
     (prefix / "version.json").symlink_to(prefix / "bin")  # a link to a folder inside: nothing new
     tool = prefix / "bin" / "ncu"
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     assert ncu.install_folders(str(tool)) == sorted([str(prefix), str(real)])
+    standalone.mkdir(parents=True)
+    assert ncu.install_folders(str(tool)) == sorted([str(prefix), str(real), str(standalone)])
     assert ncu.install_folders(str(tmp_path / "absent")) == []

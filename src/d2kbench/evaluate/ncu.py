@@ -154,17 +154,22 @@ def ncu_command(log_file: Path) -> list[str]:
             "--log-file", str(log_file)]
 
 
+# Where NVIDIA installs Nsight Compute outside a CUDA toolkit. The toolkit's `bin/ncu` may be a shell script that
+# runs the newest version it finds, here or inside the toolkit (the H200's /usr/local/cuda-13.0/bin/ncu is one).
+STANDALONE_ROOTS = (Path("/opt/nvidia/nsight-compute"),)
+
+
 def install_folders(ncu: str | None = None) -> list[str]:
-    """Where ncu's installation really lies: its prefix (the folder above `bin/ncu`) and the targets of the
-    links right under it (landlock follows a link to the folder it names). On the H200 ncu is
-    /usr/local/cuda-13.0/bin/ncu, and its counter library, injected into the candidate's process, failed until
-    /opt/nvidia could be read (bench/results/2026-12-03-h200-owed-4); that the prefix links Nsight Compute in
-    from there is bench/diag/ncu_profile_check.py's to confirm."""
+    """Where ncu's installation may lie: its prefix (the folder above `bin/ncu`), the targets of the links right
+    under it (landlock follows a link to the folder it names), and the standalone roots that exist. On the H200,
+    ncu's counter library, injected into the candidate's process, failed under landlock until /opt/nvidia could
+    be read (bench/results/2026-12-03-h200-owed-4), and /opt/nvidia/nsight-compute/2025.3.1 is where its launcher
+    script finds ncu (bench/results/2026-12-03-h200-ncu-paths)."""
     found = shutil.which(ncu or "ncu")
     if found is None:
         return []
     prefix = Path(found).resolve().parent.parent
-    folders = {prefix}
+    folders = {prefix, *(root for root in STANDALONE_ROOTS if root.is_dir())}
     for entry in prefix.iterdir():
         target = entry.resolve()
         if entry.is_symlink() and target.is_dir() and not target.is_relative_to(prefix):
