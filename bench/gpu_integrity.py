@@ -31,7 +31,8 @@ from d2kbench.suite import find_task, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "tests" / "planted"
-SCAN_OFF = {"gpu_persisting_l2.py"}  # planted files whose dynamic check is shown with the static scan off
+# planted files whose dynamic check is shown with the static scan off
+SCAN_OFF = {"gpu_persisting_l2.py", "gpu_timer_halved.py"}
 JUDGED_MIN_US = 50.0  # the sabotage check's drift is judged on reference times of at least this
 EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "wrong_values.py": ("incorrect", "mismatch"),
@@ -59,6 +60,7 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "gpu_side_stream.py": ("integrity", "side_stream"),
     "torch_behind_guard.py": ("integrity", "foreign_kernel"),
     "gpu_persisting_l2.py": ("integrity", "persisting_l2"),  # the static scan off: the dynamic check alone
+    "gpu_timer_halved.py": ("integrity", "patched_timer"),  # the static scan off: the parent's wall clock alone
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),

@@ -34,6 +34,10 @@ from d2kbench.suite import Task, Workload, roofline
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
 # A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
 CONTENDED_SHARE = 0.8
+WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
+# A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
+# reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
+HIDDEN_SHARE, HIDDEN_MIN_MS = 0.5, 0.1
 
 
 @dataclass
@@ -76,6 +80,14 @@ def select_workloads(task: Task, options: EvalOptions, gpu: bool) -> list[Worklo
     if options.include_hidden and gpu:
         chosen += task.split("hidden")
     return chosen
+
+
+def unaccounted_ms(batches: list[tuple[float, list[float], int]]) -> float:
+    """Per timed call: the batches' wall time (ms, the parent's clock) less the reported kernel times and the
+    warm-up calls' (each taken at its batch's median)."""
+    wall = sum(request_ms for request_ms, _, _ in batches)
+    reported = sum(sum(times) + warmups * statistics.median(times) for _, times, warmups in batches)
+    return (wall - reported) / sum(len(times) for _, times, _ in batches)
 
 
 def derive_seed(secret: int, workload: str, index: int) -> int:
@@ -154,6 +166,8 @@ class Evaluation:
         # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
         self.slot_set: dict[str, dict[int, int]] = {}
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
+        # the workload being timed: (request ms, reported times, warm-up calls) of each function's event-timed batches
+        self.batch_walls: dict[str, list[tuple[float, list[float], int]]] = {}
 
     @contextmanager
     def phase(self, name: str, into: str = "phases_s"):
@@ -571,6 +585,7 @@ class Evaluation:
         samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
+        self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
@@ -583,6 +598,7 @@ class Evaluation:
                     return
                 if rnd == 0:
                     reps[fn] = max(5, min(200, int(self.options.batch_ms / max(statistics.median(times), 1e-3))))
+                    self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
                 else:
                     samples[fn] += times
                 if workload.latency_bound and rnd > 0:
@@ -597,7 +613,27 @@ class Evaluation:
                 median_ms=statistics.median(values), min_ms=min(values), max_ms=max(values), samples=len(values),
                 graph_median_ms=statistics.median(g) if g else None,
             )
+        self.check_unaccounted_time(workload, wr)
         self.score_workload(workload, wr)
+
+    def check_unaccounted_time(self, workload: Workload, wr: WorkloadResult) -> None:
+        """The parent's clock against the candidate's own timer. Each function's event-timed batches take wall time
+        for the calls the worker reports plus overhead (the L2 flush, launches, the request); the baselines'
+        overhead bounds what an honest candidate's should be. A timer patched to report less leaves the rest as
+        unaccounted wall time: `integrity/patched_timer` once it is above `HIDDEN_SHARE` of the reported kernel time
+        and `HIDDEN_MIN_MS`. (Skipping the flush buys a cheat the flush's time back: about 0.1 ms per call.)"""
+        wr.unaccounted_ms = {fn: round(unaccounted_ms(batches), 4) for fn, batches in self.batch_walls.items()}
+        baselines = [v for fn, v in wr.unaccounted_ms.items() if fn != "candidate"]
+        if "candidate" not in wr.unaccounted_ms or not baselines:
+            return
+        hidden = wr.unaccounted_ms["candidate"] - max(baselines)
+        reported = wr.timings["candidate"].median_ms
+        if hidden > max(HIDDEN_SHARE * reported, HIDDEN_MIN_MS):
+            self.result.add(Failure(
+                "integrity", "patched_timer",
+                f"the candidate's timed batches took {hidden:.3f} ms per call more wall time than its reported kernel "
+                f"time ({reported:.3f} ms median) and the baselines' overhead ({max(baselines):.3f} ms) explain",
+                workload.name))
 
     def trusted_request_alone(self, message: dict[str, Any]) -> dict[str, Any]:
         """A trusted request with the GPU to itself, as the baselines are timed: under the GPU lock, the
@@ -660,7 +696,7 @@ class Evaluation:
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
-                   "graph": graph, "return_outputs": validate and fn == "candidate"}
+                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": validate and fn == "candidate"}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
             start = time.perf_counter()
@@ -673,12 +709,16 @@ class Evaluation:
                                             f"before the {fn}'s timed batch")
                         if before < CONTENDED_SHARE:
                             return None
+                        sent = time.perf_counter()
                         reply = self.trusted_request(message)
+                        request_ms = (time.perf_counter() - sent) * 1e3
                         after = self.quiet(workload, wr, ceiling, 0.0, f"right after the {fn}'s timed batch")
                         if after < CONTENDED_SHARE:
                             return None
                 else:
+                    sent = time.perf_counter()
                     reply = worker.request(message, self.options.call_timeout_s)
+                    request_ms = (time.perf_counter() - sent) * 1e3
             except RequestFailed as exc:
                 if graph:
                     wr.errors.append(f"{fn}: CUDA graph capture failed ({exc.error}); graph time not reported")
@@ -699,6 +739,8 @@ class Evaluation:
             self.result.add(Failure("integrity", "patched_timer",
                                     f"reported {sum(times):.2f} ms of kernel time in {wall_ms:.2f} ms of wall time",
                                     workload.name))
+        if not graph and not validate and times:  # a validated batch also writes its outputs out
+            self.batch_walls.setdefault(fn, []).append((request_ms, times, max(WARMUP_CALLS, len(slots))))
         if validate and fn == "candidate":
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - self.slot_id(workload.name, 0)

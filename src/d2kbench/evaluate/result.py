@@ -92,6 +92,9 @@ class WorkloadResult:
     gpu_probe: list[float] = field(default_factory=list)
     # seconds the trusted worker waited, the candidate stopped, for GPU work queued before the stop to drain
     drained_s: float = 0.0
+    # per timed call and function: the parent's wall clock over the event-timed batches less the kernel time the
+    # worker reported for them (flush, launch and request overhead; a timer that under-reports shows up here)
+    unaccounted_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
