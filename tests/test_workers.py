@@ -139,3 +139,18 @@ def test_a_worker_that_will_not_exit_after_sigkill_does_not_hang_the_evaluation(
     assert "did not exit 30 s after SIGKILL" in capsys.readouterr().err
     assert worker.fd_req == -1 and worker.fd_rep == -1
     real_wait(timeout=10)  # it was killed all the same
+
+
+def test_asked_to_exit_a_worker_leaves_by_itself(tmp_path):
+    """`ask_exit` does not wait (the evaluator asks both workers before waiting for either); the worker exits
+    cleanly without the interpreter's teardown."""
+    worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})
+    try:
+        worker.wait_ready()
+        assert worker.request({"op": "drop", "slots": []}, 30)["ok"]
+        worker.ask_exit()
+        assert worker.proc.wait(timeout=30) == 0  # it left on its own: the parent only waited
+        worker.ask_exit()  # asked again: nothing to write to, no error
+    finally:
+        worker.close()
+    assert worker.fd_req == -1

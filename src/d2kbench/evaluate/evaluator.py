@@ -790,11 +790,14 @@ class Evaluation:
         return self.result
 
     def close(self) -> None:
-        """Stop both workers and remove the spool and scratch folders."""
-        for worker in (self.cand, self.trusted):
-            if worker is not None:
-                self.record_requests(worker)
-                worker.close()
+        """Stop both workers (both asked first, so they tear down side by side) and remove the spool and scratch
+        folders."""
+        workers = [w for w in (self.cand, self.trusted) if w is not None]
+        for worker in workers:
+            self.record_requests(worker)
+            worker.ask_exit()
+        for worker in workers:
+            worker.close()
         if self.cand is not None and self.cand.sandbox is not None:
             self.cand.sandbox.keep_cache(self.cand.home)
         shutil.rmtree(self.spool, ignore_errors=True)

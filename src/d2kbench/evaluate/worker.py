@@ -323,7 +323,11 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
             return
         op = req.get("op")
         if op == "exit":
-            return
+            if req.get("fast"):  # nothing left to say: skip the interpreter's teardown (about 0.7 s with torch)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+            return  # a profiler in front (ncu) may still collect at the process's orderly exit
         try:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")

@@ -112,6 +112,7 @@ class WorkerProcess:
         os.close(rep_w)
         self.fd_req, self.fd_rep = req_w, rep_r
         self._ready = False
+        self._exit_asked = False
         self.spent: dict[str, float] = {}  # seconds per request op (and op[fn]), reply included
 
     def stage(self, candidate: Path) -> Path:
@@ -243,12 +244,22 @@ class WorkerProcess:
                 pass
         self.fd_req = self.fd_rep = -1
 
+    def ask_exit(self) -> None:
+        """Ask the worker to exit at once (no interpreter teardown), without waiting for it."""
+        if self.alive and not self._exit_asked:
+            try:
+                channel.write_message(self.fd_req, {"op": "exit", "fast": True})
+                self._exit_asked = True
+            except OSError:
+                pass
+
     def close(self) -> None:
+        """Ask the worker to exit, wait for it (10 s at most), then kill whatever of its group is left."""
+        self.ask_exit()
         if self.alive:
             try:
-                channel.write_message(self.fd_req, {"op": "exit"})
                 self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
+            except subprocess.TimeoutExpired:
                 pass
         self.kill()
 
