@@ -6,6 +6,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 PLANTED = ROOT / "tests" / "planted"
+# The call limit where a planted candidate hangs: the whole limit is spent, and the toy's calls take milliseconds
+HANG_TIMEOUT_S = 6.0
 
 # Tests run kernels through Triton's interpreter on the CPU, whatever the machine has.
 os.environ.setdefault("D2K_TEST_DEVICE", "cpu")

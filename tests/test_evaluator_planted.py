@@ -7,7 +7,7 @@ import torch
 
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, InfraError, evaluate
 from d2kbench.evaluate.report import format_result
-from tests.conftest import PLANTED
+from tests.conftest import HANG_TIMEOUT_S, PLANTED
 
 CASES = [
     ("wrong_values.py", "incorrect", "mismatch"),
@@ -33,7 +33,9 @@ CASES = [
 
 @pytest.mark.parametrize("planted,verdict,reason", CASES, ids=[c[0] for c in CASES])
 def test_planted_candidate_gets_its_verdict(toy_task, planted, verdict, reason):
-    result = evaluate(toy_task, PLANTED / planted, EvalOptions(device="cpu", call_timeout_s=20))
+    # a hang costs the whole limit: a short one (the toy's calls take milliseconds in the interpreter)
+    timeout = HANG_TIMEOUT_S if verdict == "timeout" else 20
+    result = evaluate(toy_task, PLANTED / planted, EvalOptions(device="cpu", call_timeout_s=timeout))
     assert (result.verdict, result.reason) == (verdict, reason), result.detail
     assert not result.correct
     assert result.detail
