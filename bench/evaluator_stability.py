@@ -53,8 +53,10 @@ def main() -> int:
                 if len(t) == 2:
                     graph = [x.graph_median_ms for x in t.values()]
                     shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
+                    unaccounted = ", ".join(f"{fn} {ms * 1e3:.0f}" for fn, ms in w.unaccounted_ms.items())
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
-                          f"{t['expert'].median_ms * 1e3:.2f}{shown}", flush=True)
+                          f"{t['expert'].median_ms * 1e3:.2f}{shown}; unaccounted us per call: {unaccounted}",
+                          flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
         fractions, speedups, times_us = defaultdict(list), defaultdict(list), defaultdict(list)
