@@ -11,6 +11,7 @@
 #            every planted GPU file and expert keeps its verdict (the check's margins are set by reasoning)
 #   stability all four tasks, the experts as candidates: wall time (IPC default, fast worker exit), fractions,
 #            and `unaccounted_ms` per function, which calibrates the timer check's margins
+#   outputs  whether where a latency-bound kernel's outputs land moves its graph-replay time (the fraction band)
 #   run      only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -29,6 +30,7 @@ once timer 150 python3 bench/gpu_integrity.py --planted \
   gpu_timer_halved.py,gpu_side_stream.py,gpu_persisting_l2.py,torch_behind_guard.py,timed_pointer_cache.py \
   --tasks "" --json "$R/timer.json"
 once stability 400 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json"
+once outputs 120 python3 bench/diag/latency_output_placement.py
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
