@@ -163,8 +163,8 @@ def install_folders(ncu: str | None = None) -> list[str]:
     """Where ncu's installation may lie: its prefix (the folder above `bin/ncu`), the targets of the links right
     under it (landlock follows a link to the folder it names), and the standalone roots that exist. On the H200,
     ncu's counter library, injected into the candidate's process, failed under landlock until /opt/nvidia could
-    be read (bench/results/2026-12-03-h200-owed-4), and /opt/nvidia/nsight-compute/2025.3.1 is where its launcher
-    script finds ncu (bench/results/2026-12-03-h200-ncu-paths)."""
+    be read (bench/results/2026-12-03-h200-owed-4); its ncu is a launcher script, and /opt/nvidia/nsight-compute
+    holds 2025.3.1, the version ncu reports (bench/results/2026-12-03-h200-ncu-paths)."""
     found = shutil.which(ncu or "ncu")
     if found is None:
         return []

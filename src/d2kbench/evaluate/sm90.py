@@ -41,7 +41,7 @@ class CompileCapture:
     def __init__(self, arch: int = 90):
         self.arch = arch
         self.reports: list[dict[str, Any]] = []
-        self._seen: dict[str, dict[str, Any]] = {}  # one compile per specialisation (muon: 19 launches, 3 kinds)
+        self._seen: dict[str, dict[str, Any]] = {}  # one compile per specialisation (muon launches 19 times)
         self._saved: list[tuple[type, Any]] = []
 
     def install(self) -> None:
