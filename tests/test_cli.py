@@ -65,3 +65,13 @@ def test_bench_table_has_one_cell_per_column_with_errors_beside_the_references()
     rows = [line for line in _bench_markdown(summary).splitlines() if line.startswith("| ")]
     assert len({line.count("|") for line in rows}) == 1, rows
     assert "out 1.50e-03 / 4.00e-03" in rows[1] and "| - | 100.0 | 2.00x | - | - |" in rows[1]
+
+
+def test_the_command_line_starts_without_torch():
+    """`d2k --help`, `d2k tasks ...` and usage errors answer at once: torch comes only with a command that
+    evaluates (the judge's retries default once pulled the whole agent, and torch, in)."""
+    code = "import sys, d2kbench.cli; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

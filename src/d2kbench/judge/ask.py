@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from d2kbench.agent.conversation import Conversation
 from d2kbench.agent.models import ModelClient, ModelError, Usage
 from d2kbench.judge.prompts import retry_message
-from d2kbench.judge.schema import AnswerError, Verdict, parse_answer
+from d2kbench.judge.schema import DEFAULT_RETRIES, AnswerError, Verdict, parse_answer
 from d2kbench.suite.schema import RubricProperty
-
-DEFAULT_RETRIES = 2
 
 
 @dataclass

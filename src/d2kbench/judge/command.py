@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from d2kbench.judge.ask import DEFAULT_RETRIES
 from d2kbench.judge.records import JUDGEMENTS, needs_work, read_record, write_record
+from d2kbench.judge.schema import DEFAULT_RETRIES  # not from judge.ask: the command line stays free of torch
 from d2kbench.suite import Task, find_task, load_suite
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from typing import Any
 from d2kbench.suite.schema import RubricProperty
 
 MAX_JUSTIFICATION_CHARS = 400
+DEFAULT_RETRIES = 2  # corrected answers asked for after an invalid one
 _FENCE = re.compile(r"^```[A-Za-z]*\n(.*)\n```$", re.DOTALL)
 
 
