@@ -17,7 +17,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -636,10 +636,15 @@ class Evaluation:
                 f"time ({reported:.3f} ms median) and the baselines' overhead ({max(baselines):.3f} ms) explain",
                 workload.name))
 
+    @contextmanager
+    def gpu_to_trusted(self):
+        """The GPU to the trusted worker alone, as the baselines are timed: under the GPU lock, the candidate's
+        process group stopped (once it is started)."""
+        with gpu_lock(self.device), self.cand.paused() if self.cand is not None else nullcontext():
+            yield
+
     def trusted_request_alone(self, message: dict[str, Any]) -> dict[str, Any]:
-        """A trusted request with the GPU to itself, as the baselines are timed: under the GPU lock, the
-        candidate paused."""
-        with gpu_lock(self.device), self.cand.paused():
+        with self.gpu_to_trusted():
             return self.trusted_request(message)
 
     def gpu_ceilings(self) -> dict[str, float]:
@@ -647,13 +652,8 @@ class Evaluation:
         the first time with the GPU to the trusted worker alone: before the candidate's code is loaded (`_run`),
         or with it stopped."""
         if self.ceilings is None:
-            def alone(message: dict[str, Any]) -> dict[str, Any]:
-                with gpu_lock(self.device):
-                    return self.trusted_request(message)
-
-            request = alone if self.cand is None else self.trusted_request_alone
             try:
-                self.ceilings = hardware.ceilings(self.device, request)
+                self.ceilings = hardware.ceilings(self.device, self.trusted_request_alone)
             except hardware.SharedGpu as exc:
                 raise InfraError(str(exc), "gpu_contended") from exc
         return self.ceilings
@@ -677,7 +677,7 @@ class Evaluation:
     def gpu_uncontended(self, workload: Workload, wr: WorkloadResult) -> bool:
         """`quiet`, waiting up to `quiet_wait_s`, before and after a workload's timings."""
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"]
-        with gpu_lock(self.device), self.cand.paused():
+        with self.gpu_to_trusted():
             share = self.quiet(workload, wr, ceiling, self.options.quiet_wait_s, "before or after the timings")
         wr.gpu_probe.append(float(f"{share:.3g}"))
         return share >= CONTENDED_SHARE
