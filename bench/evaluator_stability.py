@@ -46,16 +46,18 @@ def main() -> int:
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
+            for f in r.failures:  # why an evaluation did not pass, as the result says it
+                print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
             costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10]
             print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in costly), flush=True)
             for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us
                 t = {fn: w.timings[fn] for fn in ("candidate", "expert") if fn in w.timings}
-                if len(t) == 2:
+                if len(t) == 2 and "reference" in w.timings:
                     graph = [x.graph_median_ms for x in t.values()]
                     shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
                     unaccounted = ", ".join(f"{fn} {ms * 1e3:.0f}" for fn, ms in w.unaccounted_ms.items())
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
-                          f"{t['expert'].median_ms * 1e3:.2f}{shown}; unaccounted us per call: {unaccounted}",
+                          f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {w.timings['reference'].median_ms * 1e3:.1f}, {w.timings['reference'].min_ms * 1e3:.1f}-{w.timings['reference'].max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}",
                           flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
@@ -83,8 +85,8 @@ def main() -> int:
         ok &= task_ok
         report.append({"task": task.id, "elapsed_s": [r.elapsed_s for r in runs], "verdicts": dict(verdicts),
                        "fractions": fractions, "speedups": speedups, "candidate_us": times_us, "met": task_ok})
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        if args.json:  # after each task: a run cut short keeps the tasks it finished
+            args.json.write_text(json.dumps(report, indent=1))
     print(f"\nall targets met: {ok}")
     return 0 if ok else 1
 

@@ -5,13 +5,10 @@
 #
 # Each step that exits 0 is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# What bench/results/2026-12-03-h200-owed-4 and -ncu-paths left open, in order:
-#   ncu      the ncu self-check on every task, with ncu's standalone root (/opt/nvidia/nsight-compute) readable
-#   timer    the wall-clock check against the candidate's timer: gpu_timer_halved.py must be patched_timer, and
-#            every planted GPU file and expert keeps its verdict (the check's margins are set by reasoning)
-#   stability all four tasks, the experts as candidates: wall time (IPC default, fast worker exit), fractions,
-#            and `unaccounted_ms` per function, which calibrates the timer check's margins
-#   outputs  whether where a latency-bound kernel's outputs land moves its graph-replay time (the fraction band)
+# What bench/results/2026-12-03-h200-owed-5 left open, in order:
+#   stability all four tasks but moe (done in owed-5), the experts as candidates: wall time, fractions, the
+#            speedup's spread between evaluations (attention's reference is now batched, without the host loop),
+#            `unaccounted_ms` per function, and why an evaluation did not pass (owed-5: muon's first was `infra`)
 #   run      only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -25,12 +22,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -q "^$name rc=0 " && touch "$STATE/$name.done"
 }
-once ncu 150 bash -c 'python3 bench/diag/ncu_profile_check.py --timeout 40; echo "ncu_profile_check exit $?"'
-once timer 150 python3 bench/gpu_integrity.py --planted \
-  gpu_timer_halved.py,gpu_side_stream.py,gpu_persisting_l2.py,torch_behind_guard.py,timed_pointer_cache.py \
-  --tasks "" --json "$R/timer.json"
-once stability 400 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json"
-once outputs 120 python3 bench/diag/latency_output_placement.py
+once stability 540 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json" \
+  --tasks attn_decode_paged_gqa,quant_per_token_group_fp8,muon_newton_schulz
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
