@@ -56,8 +56,10 @@ def main() -> int:
                     graph = [x.graph_median_ms for x in t.values()]
                     shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
                     unaccounted = ", ".join(f"{fn} {ms * 1e3:.0f}" for fn, ms in w.unaccounted_ms.items())
+                    ref = w.timings["reference"]
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
-                          f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {w.timings['reference'].median_ms * 1e3:.1f}, {w.timings['reference'].min_ms * 1e3:.1f}-{w.timings['reference'].max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}",
+                          f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {ref.median_ms * 1e3:.1f}, "
+                          f"{ref.min_ms * 1e3:.1f}-{ref.max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}",
                           flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
