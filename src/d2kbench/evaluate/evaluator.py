@@ -591,12 +591,16 @@ class Evaluation:
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
+        # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
+        # way (the candidate's input sets moved between its slots), so a candidate that counts calls or watches
+        # for the rotation cannot tell it from the rest and cheat around it.
+        checked = 1 + secrets.randbelow(self.options.rounds)
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
-            if rnd == self.options.rounds and not self.rotate_candidate_slots(workload, slots):
+            if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
             for fn, worker in fns:
                 times = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=False,
-                                         validate=(rnd == self.options.rounds))
+                                         validate=(rnd == checked))
                 if times is None:
                     return
                 if rnd == 0:
@@ -686,8 +690,8 @@ class Evaluation:
         return share >= CONTENDED_SHARE
 
     def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
-        """Before the validated round, move the input sets between the candidate's slots in place, so
-        outputs cached by pointer or call count in the timed runs no longer match (False on a fault)."""
+        """Before each timed round, move the input sets between the candidate's slots in place, so outputs
+        cached by pointer or call count in the timed runs no longer match (False on a fault)."""
         try:
             self.cand.request({"op": "rotate", "slots": slots}, self.options.call_timeout_s)
         except (RequestFailed, WorkerFault) as exc:

@@ -1,0 +1,63 @@
+"""The timing rounds as the parent runs them (`Evaluation.time_workload`), the workers stood in for: which round's
+outputs are checked again must not be predictable from the candidate's side."""
+
+from collections import Counter
+
+import pytest
+
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
+from d2kbench.evaluate.result import WorkloadResult
+
+ROUNDS = 5
+
+
+@pytest.fixture
+def evaluation(toy_task, monkeypatch):
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", rounds=ROUNDS))
+    ev.cand = object()  # the batches below are stood in for: no worker is asked anything
+    events: list[tuple] = []
+    monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
+    monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)
+    monkeypatch.setattr(ev, "score_workload", lambda workload, wr: None)
+    monkeypatch.setattr(ev, "rotate_candidate_slots", lambda workload, slots: events.append(("rotate",)) or True)
+
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate):
+        events.append(("batch", fn, validate))
+        return [0.1] * reps
+
+    monkeypatch.setattr(ev, "timed_batch", timed_batch)
+    ev.events = events
+    yield ev
+    ev.cand = None
+    ev.close()
+
+
+def rounds_of(events: list[tuple]) -> list[list[tuple]]:
+    """The events split at each rotation: the estimate round first, then one list per timed round."""
+    out: list[list[tuple]] = [[]]
+    for e in events:
+        if e == ("rotate",):
+            out.append([])
+        else:
+            out[-1].append(e)
+    return out
+
+
+def test_every_timed_round_starts_with_a_rotation_and_one_round_is_checked(evaluation):
+    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+    rounds = rounds_of(evaluation.events)
+    assert len(rounds) == ROUNDS + 1  # the estimate, then ROUNDS timed rounds, each after a rotation
+    assert not any(validate for _, _, validate in rounds[0])
+    checked = [i for i, r in enumerate(rounds) if ("batch", "candidate", True) in r]
+    assert len(checked) == 1 and checked[0] >= 1
+    assert all(len(r) == len(rounds[1]) for r in rounds[1:])  # the checked round looks like the others
+
+
+def test_the_checked_round_is_drawn_afresh_each_time(evaluation):
+    seen = Counter()
+    for _ in range(60):
+        evaluation.events.clear()
+        evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+        seen.update(i for i, r in enumerate(rounds_of(evaluation.events)) if ("batch", "candidate", True) in r)
+    # 60 draws over 5 rounds: each round is missed with probability (4/5)**60, about 1.5e-6
+    assert set(seen) == set(range(1, ROUNDS + 1))
