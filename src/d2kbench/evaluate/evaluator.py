@@ -34,6 +34,11 @@ from d2kbench.suite import Task, Workload, roofline
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
 # A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
 CONTENDED_SHARE = 0.8
+# The probe right after a baseline's batch may probe again for this long: after a batch of a 5 us kernel (the GPU
+# mostly asleep in head starts) one probe read 75% on a quiet H200 and refused a clean evaluation as
+# gpu_contended (bench/results/2026-12-03-h200-owed-7). The candidate is stopped and drained before the batch, so
+# a share that recovers within this window was the GPU's own, not work beside the baseline.
+SETTLE_S = 0.5
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -720,7 +725,7 @@ class Evaluation:
                         sent = time.perf_counter()
                         reply = self.trusted_request(message)
                         request_ms = (time.perf_counter() - sent) * 1e3
-                        after = self.quiet(workload, wr, ceiling, 0.0, f"right after the {fn}'s timed batch")
+                        after = self.quiet(workload, wr, ceiling, SETTLE_S, f"right after the {fn}'s timed batch")
                         if after < CONTENDED_SHARE:
                             return None
                 else:
