@@ -9,7 +9,13 @@ parameters and its inputs may stay in L2). The spread of the per-process medians
 offset lives in the process, and whether what the flush evicts (cold fetches of code and constants at addresses
 that differ per process) carries it.
 
-    PYTHONPATH=src python3 bench/diag/latency_process_offset.py [--processes 8] [--captures 4]
+    PYTHONPATH=src python3 bench/diag/latency_process_offset.py [--processes 8] [--captures 4] [--probe]
+
+With `--probe` each process first times a probe of its own (one small torch kernel, graph-replayed and flushed the
+same way) before anything else is loaded, and again at the end: if the probe's offset from process to process
+follows the kernels', a worker could measure its offset before a candidate's code exists and the evaluator
+could take it out of latency-bound times (the answer of bench/results/2026-12-03-h200-owed-offset: it is the
+process's, not the kernel's).
 """
 
 from __future__ import annotations
@@ -23,16 +29,32 @@ import sys
 CASES = (("moe_align_block_size", "qwen3_30b_a3b_t16_bs16"), ("quant_per_token_group_fp8", "dsv3_m8_k7168_row"))
 
 
-def child(captures: int, reps: int) -> dict[str, dict[str, float]]:
+def probe_us(timer, captures: int, reps: int) -> float:
+    """The median graph replay of one small torch kernel (a 4 KiB add), flushed as the evaluator times."""
+    import torch
+
+    x = torch.ones(1024, device="cuda")
+    medians = []
+    for _ in range(captures):
+        times, _ = timer.time(lambda slot: x.add(1.0), lambda slot: None, [0], reps, warmup=10, graph=True)
+        medians.append(statistics.median(times) * 1e3)
+    return statistics.median(medians)
+
+
+def child(captures: int, reps: int, probe: bool) -> dict[str, dict[str, float]]:
     import torch
 
     from d2kbench.evaluate.timing import Timer
+
+    timer = Timer(torch.device("cuda"))
+    out: dict[str, dict[str, float]] = {}
+    if probe:
+        out["probe"] = {"first": probe_us(timer, captures, reps)}
+
     from d2kbench.evaluate.worker import load_module
     from d2kbench.suite import find_task
 
-    timer = Timer(torch.device("cuda"))
     flush = timer.flush
-    out: dict[str, dict[str, float]] = {}
     for task_id, name in CASES:
         task = find_task(task_id)
         ref = load_module(task.reference_path, f"ref_{task_id}")
@@ -46,6 +68,9 @@ def child(captures: int, reps: int) -> dict[str, dict[str, float]]:
                                       graph=True)
                 medians[mode].append(statistics.median(times) * 1e3)
         out[name] = {mode: statistics.median(v) for mode, v in medians.items()}
+    timer.flush = flush
+    if probe:
+        out["probe"]["last"] = probe_us(timer, captures, reps)
     return out
 
 
@@ -54,20 +79,21 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--captures", type=int, default=4)
     parser.add_argument("--reps", type=int, default=300)
+    parser.add_argument("--probe", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.captures, args.reps)))
+        print(json.dumps(child(args.captures, args.reps, args.probe)))
         return
     runs = []
     for i in range(args.processes):
-        done = subprocess.run([sys.executable, __file__, "--child", "--captures", str(args.captures),
-                               "--reps", str(args.reps)], capture_output=True, text=True, timeout=300)
+        command = [sys.executable, __file__, "--child", "--captures", str(args.captures), "--reps", str(args.reps)]
+        done = subprocess.run(command + ["--probe"] * args.probe, capture_output=True, text=True, timeout=300)
         if done.returncode:
             print(f"process {i} failed:\n{done.stderr[-2000:]}", flush=True)
             continue
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"process {i}: " + "; ".join(f"{name} flush {m['flush']:.2f} us, warm {m['warm']:.2f} us"
+        print(f"process {i}: " + "; ".join(f"{name} " + ", ".join(f"{k} {v:.2f} us" for k, v in m.items())
                                           for name, m in runs[-1].items()), flush=True)
     for _, name in CASES:
         for mode in ("flush", "warm"):
@@ -75,6 +101,15 @@ def main() -> None:
             if values:
                 print(f"{name} {mode}: per-process medians {min(values):.2f}-{max(values):.2f} us, spread "
                       f"{max(values) / min(values) - 1:.1%} over {len(values)} processes")
+                if "probe" in runs[0]:  # what a correction by the probe taken before loading would leave
+                    fixed = [r[name][mode] - (r["probe"]["first"] - runs[0]["probe"]["first"]) for r in runs]
+                    print(f"    less each process's first probe: {min(fixed):.2f}-{max(fixed):.2f} us, spread "
+                          f"{max(fixed) / min(fixed) - 1:.1%}; correlation with it "
+                          f"{statistics.correlation(values, [r['probe']['first'] for r in runs]):.2f}")
+    if runs and "probe" in runs[0]:
+        first, last = ([r["probe"][k] for r in runs] for k in ("first", "last"))
+        print(f"probe first {min(first):.2f}-{max(first):.2f} us, last {min(last):.2f}-{max(last):.2f} us; "
+              f"correlation first-last {statistics.correlation(first, last):.2f}")
 
 
 if __name__ == "__main__":
