@@ -55,6 +55,8 @@ def main() -> int:
                 if len(t) == 2 and "reference" in w.timings:
                     graph = [x.graph_median_ms for x in t.values()]
                     shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
+                    if w.replay_offset_ms is not None:
+                        shown += f" (less the processes' offset {w.replay_offset_ms * 1e3:+.2f})"
                     unaccounted = ", ".join(f"{fn} {ms * 1e3:.0f}" for fn, ms in w.unaccounted_ms.items())
                     ref = w.timings["reference"]
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "

@@ -39,6 +39,9 @@ CONTENDED_SHARE = 0.8
 # gpu_contended (bench/results/2026-12-03-h200-owed-7). The candidate is stopped and drained before the batch, so
 # a share that recovers within this window was the GPU's own, not work beside the baseline.
 SETTLE_S = 0.5
+# Two workers' replay probes (timing.replay_probe_ms) 0.32 us apart at most over 12 processes on the H200: a larger
+# difference is not the processes' offset (something else ran), and nothing is taken off.
+REPLAY_OFFSET_CAP_MS = 0.5e-3
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -165,6 +168,9 @@ class Evaluation:
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
         self.ceilings: dict[str, float] | None = None  # this GPU's (`gpu_ceilings`)
+        # the candidate's worker's replay probe less the trusted worker's, taken before the candidate loaded
+        # (`measure_replay_offset`); None where not measured or the workers it was taken in are gone
+        self.replay_offset_ms: float | None = None
         self.inputs: dict[str, dict[int, list[Any]]] = {}
         # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
@@ -207,6 +213,8 @@ class Evaluation:
         return WorkerProcess(role, self.device, self.spool, self.work, self.env, sandbox)
 
     def start_trusted(self, spawned: WorkerProcess | None = None) -> None:
+        if spawned is None:  # a replacement: the probe was taken in the worker that is gone
+            self.replay_offset_ms = None
         self.trusted = spawned or self.spawn("trusted")
         self.trusted.request(
             {"op": "load", "task_path": str(self.task.path), "written": list(self.task.written_inputs),
@@ -216,6 +224,8 @@ class Evaluation:
 
     def start_candidate(self, spawned: WorkerProcess | None = None) -> bool:
         """Start the candidate's worker and import the file; False (with a failure recorded) if that fails."""
+        if spawned is None:
+            self.replay_offset_ms = None
         try:
             self.cand = spawned or self.spawn("candidate")
             self.cand.request(
@@ -258,6 +268,21 @@ class Evaluation:
         self.export_inputs = problem is None
         self.result.environment["device_inputs"] = "on" if problem is None else f"off (files instead): {problem}"
         return cand
+
+    def measure_replay_offset(self, cand: WorkerProcess) -> None:
+        """Both workers' replay probes, one after the other under the GPU lock, before the candidate's code loads
+        (nothing of it can touch its probe): the difference is taken off the candidate's graph-replay times of
+        latency-bound workloads, where each process's own offset is several percent of a 5 us kernel."""
+        try:
+            with gpu_lock(self.device):
+                trusted = float(self.trusted_request({"op": "replay_probe"})["ms"])
+                candidate = float(cand.request({"op": "replay_probe"}, self.options.load_timeout_s)["ms"])
+        except (InfraError, RequestFailed, WorkerFault) as exc:
+            self.result.environment["replay_probe_ms"] = f"not measured: {exc}"[:300]
+            return
+        self.result.environment["replay_probe_ms"] = {"trusted": trusted, "candidate": candidate}
+        offset = candidate - trusted
+        self.replay_offset_ms = offset if abs(offset) <= REPLAY_OFFSET_CAP_MS else None
 
     def trusted_request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """A request to the trusted worker, retried once on a fresh worker; a second failure is infra."""
@@ -767,8 +792,11 @@ class Evaluation:
         return times
 
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
-        t = {fn: tm.graph_median_ms if workload.latency_bound and tm.graph_median_ms else tm.median_ms
-             for fn, tm in wr.timings.items()}
+        graph = workload.latency_bound and all(tm.graph_median_ms for tm in wr.timings.values())
+        t = {fn: tm.graph_median_ms if graph else tm.median_ms for fn, tm in wr.timings.items()}
+        if graph and self.replay_offset_ms is not None:  # as if replayed in the trusted worker's process
+            wr.replay_offset_ms = self.replay_offset_ms
+            t["candidate"] -= self.replay_offset_ms
         cand = t["candidate"]
         wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
         wr.speedup = t["reference"] / cand
@@ -842,6 +870,8 @@ class Evaluation:
                     raise
             if self.export_inputs:
                 cand = self.check_device_inputs(cand)
+            if any(w.latency_bound and w.split == "scored" for w in workloads) and self.gpu and self.options.time:
+                self.measure_replay_offset(cand)
             if not self.start_candidate(cand):
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):

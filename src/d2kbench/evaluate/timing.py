@@ -18,6 +18,10 @@ L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 HEAD_START_S = 200e-6
 DEFAULT_CLOCK_KHZ = 1_980_000  # the H200's boost clock, where the device does not report one
 PROBE_BYTES = 256 << 20  # the contention probe's copy: past the L2, about 0.13 ms on an H200
+# The replay probe: a 4 KiB add, graph-replayed and flushed as latency-bound kernels are timed. Each process
+# replays every small kernel about 0.3 us slower or faster than another (12 processes on the H200: the probe and
+# two 5 us kernels moved together, correlation 0.91-0.94; bench/results/2026-12-03-h200-owed-probe).
+REPLAY_PROBE_CAPTURES, REPLAY_PROBE_REPS = 3, 200
 
 
 class Timer:
@@ -85,6 +89,17 @@ class Timer:
             ends[i].record()
         torch.cuda.synchronize(self.device)
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], outputs
+
+
+def replay_probe_ms(timer: Timer) -> float:
+    """The median graph replay of the replay probe in this process (see REPLAY_PROBE_CAPTURES)."""
+    x = torch.ones(1024, device=timer.device)
+    medians = []
+    for _ in range(REPLAY_PROBE_CAPTURES):
+        times, _ = timer.time(lambda slot: x.add(1.0), lambda slot: None, [0], REPLAY_PROBE_REPS, warmup=10,
+                              graph=True)
+        medians.append(statistics.median(times))
+    return statistics.median(medians)
 
 
 def measure_ceilings(device: torch.device) -> dict[str, float]:

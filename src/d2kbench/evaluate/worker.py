@@ -219,6 +219,17 @@ class Worker:
 
         return {"ceilings": measure_ceilings(self.device)}
 
+    def replay_probe(self, req: dict) -> dict:
+        """This process's replay probe (`timing.replay_probe_ms`); the evaluator asks before a candidate loads."""
+        from d2kbench.evaluate.timing import Timer, replay_probe_ms
+
+        if self.device.type != "cuda":
+            raise RuntimeError("the replay probe needs a CUDA device")
+        if self.timer is None:
+            self.timer = Timer(self.device)
+        with torch.no_grad():
+            return {"ms": replay_probe_ms(self.timer)}
+
     def probe(self, req: dict) -> dict:
         """The copy bandwidth the GPU gives right now (see `timing.probe_copy_rate`); with `min_rate`, probing
         again until it is reached or `wait_s` has passed (`timing.wait_quiet`)."""
@@ -311,6 +322,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "time": worker.time,
         "ceilings": worker.ceilings,
         "probe": worker.probe,
+        "replay_probe": worker.replay_probe,
         "compile": worker.compile,
         "drop": worker.drop,
         "rotate": worker.rotate,
