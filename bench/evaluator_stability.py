@@ -33,13 +33,16 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-sandbox", action="store_true",
                         help="candidate's worker unconfined (a diagnosis: does the sandbox change its times?)")
+    parser.add_argument("--replay-offset", action="store_true",
+                        help="take the workers' replay-probe difference off latency-bound graph times (EvalOptions)")
     args = parser.parse_args()
     tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
     report, ok = [], True
     for task in tasks:
         runs = []
+        options = EvalOptions(sandbox=not args.no_sandbox, replay_offset=args.replay_offset)
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
-            r = evaluate(task, task.expert_path, EvalOptions(sandbox=not args.no_sandbox))
+            r = evaluate(task, task.expert_path, options)
             runs.append(r)
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r.phases_s.items())
             fractions = ", ".join(f"{w.name} {w.fraction_of_expert:.3f}" for w in r.workloads

@@ -5,11 +5,13 @@
 #
 # Each step that exits 0 is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# What bench/results/2026-12-03-h200-owed-5 left open, in order:
-#   stability all four tasks but moe (done in owed-5), the experts as candidates: wall time, fractions, the
-#            speedup's spread between evaluations (attention's reference is now batched, without the host loop),
-#            `unaccounted_ms` per function, and why an evaluation did not pass (owed-5: muon's first was `infra`)
-#   run      only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
+# What bench/results/2026-12-03-h200-owed-7 and -owed-probe left open, in order:
+#   offset    the replay offset in the evaluator (EvalOptions.replay_offset, off by default): moe and quant, the
+#             experts as candidates, with it and without; with it, the 5 us kernels' fractions should fall within
+#             1.00 +- 0.03 (the probe halved the per-process spread in owed-probe). If so, turn it on by default.
+#   settle    the same runs show whether the probe right after a baseline batch (SETTLE_S) still refuses clean
+#             evaluations as gpu_contended (owed-7: one in four cold moe evaluations)
+#   run       only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
 budget=${1:-560}
@@ -22,8 +24,10 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -q "^$name rc=0 " && touch "$STATE/$name.done"
 }
-once stability 540 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json" \
-  --tasks attn_decode_paged_gqa,quant_per_token_group_fp8,muon_newton_schulz
+once offset 300 python3 bench/evaluator_stability.py --repeats 3 --replay-offset --json "$R/offset_on.json" \
+  --tasks moe_align_block_size,quant_per_token_group_fp8
+once no_offset 240 python3 bench/evaluator_stability.py --repeats 3 --json "$R/offset_off.json" \
+  --tasks moe_align_block_size,quant_per_token_group_fp8
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

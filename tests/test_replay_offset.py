@@ -14,7 +14,7 @@ from d2kbench.evaluate.workers import RequestFailed
 
 @pytest.fixture
 def evaluation(toy_task, monkeypatch):
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", replay_offset=True))
     ev.ceilings = {"copy_bytes_per_s": 4e12, "bf16_flops_per_s": 7e14}
     monkeypatch.setattr(evaluator, "gpu_lock", lambda device: _null())
     yield ev

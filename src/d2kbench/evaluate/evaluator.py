@@ -74,6 +74,9 @@ class EvalOptions:
     # (attention on the H200: 25.7 s instead of 58.2 s per evaluation, the same verdicts; bench/diag/ipc_inputs.py);
     # checked before the candidate loads, and files where that check fails
     device_inputs: bool = True
+    # take the two workers' replay-probe difference off the candidate's graph-replay times (`measure_replay_offset`);
+    # off until an evaluation on the H200 shows it (the diag that found the offset: bench/diag/latency_process_offset)
+    replay_offset: bool = False
     reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
     fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
@@ -870,7 +873,8 @@ class Evaluation:
                     raise
             if self.export_inputs:
                 cand = self.check_device_inputs(cand)
-            if any(w.latency_bound and w.split == "scored" for w in workloads) and self.gpu and self.options.time:
+            if self.options.replay_offset and self.gpu and self.options.time and any(
+                    w.latency_bound and w.split == "scored" for w in workloads):
                 self.measure_replay_offset(cand)
             if not self.start_candidate(cand):
                 return
