@@ -51,7 +51,7 @@ def main() -> int:
                   f"({phases}); fraction of expert: {fractions}", flush=True)
             for f in r.failures:  # why an evaluation did not pass, as the result says it
                 print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
-            costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:10]
+            costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:14]
             print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in costly), flush=True)
             for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us
                 t = {fn: w.timings[fn] for fn in ("candidate", "expert") if fn in w.timings}

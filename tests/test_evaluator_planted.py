@@ -68,6 +68,10 @@ def test_evaluation_reports_where_its_time_went(toy_task):
     parts = result.requests_s
     assert parts["trusted.call[oracle]"] <= parts["trusted.call"] and parts["candidate.call[run]"] > 0
     assert abs(sum(v for k, v in parts.items() if k.startswith("trusted.call[")) - parts["trusted.call"]) < 0.01
+    # the spool writes inside those requests, as the workers report them, and never more than the requests took
+    assert 0 < parts["candidate.call.pack"] <= parts["candidate.call"]
+    assert 0 < parts["trusted.make_inputs.pack"] <= parts["trusted.make_inputs"]
+    assert parts["candidate.call[run, traced]"] > 0  # the traced call (the last of each workload) apart
 
 
 def test_segfault_names_the_signal(toy_task):

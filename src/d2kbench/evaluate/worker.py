@@ -15,6 +15,7 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,15 @@ class Worker:
         self.timer = None
         self.probe_buffers: list[torch.Tensor] = []
         self.launches = integrity.TritonLaunches()
+        self.pack_s = 0.0  # seconds this request spent writing values to the spool (reported with the reply)
+
+    def pack(self, value: Any) -> dict[str, Any]:
+        """`channel.pack_value` into this worker's spool, its time counted in `pack_s`."""
+        start = time.perf_counter()
+        try:
+            return channel.pack_value(value, self.spool)
+        finally:
+            self.pack_s += time.perf_counter() - start
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, req: dict) -> dict:
@@ -98,7 +108,7 @@ class Worker:
             derived = {k: float(v) for k, v in self.reference_module.derived(workload, inputs).items()}
         export = bool(req.get("export")) and self.device.type == "cuda"
         return {"inputs": [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else
-                           channel.pack_value(v, self.spool) for v in inputs], "derived": derived}
+                           self.pack(v) for v in inputs], "derived": derived}
 
     def ipc_probe(self, req: dict) -> dict:
         """An exported probe block and the sum of its bytes: the device-to-device route checked before use."""
@@ -162,7 +172,7 @@ class Worker:
         if req.get("check_inputs"):
             findings["mutated"] = self._mutated(slot, inputs)
         reply = {
-            "outputs": [channel.pack_value(o, self.spool) for o in outs],
+            "outputs": [self.pack(o) for o in outs],
             "findings": findings,
         }
         if req.get("return_inputs"):
@@ -195,7 +205,7 @@ class Worker:
         reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": reserved if reserved > cleared else 0}
         if req.get("return_outputs"):
             reply["outputs"] = {
-                str(slot): [channel.pack_value(o, self.spool) for o in as_tuple(out)]
+                str(slot): [self.pack(o) for o in as_tuple(out)]
                 for slot, out in outputs.items()
             }
             reply["inputs"] = {str(slot): self._written_after(self.slots[slot]) for slot in outputs}
@@ -276,7 +286,7 @@ class Worker:
     def _written_after(self, inputs: list[Any]) -> list[dict[str, Any]]:
         """The inputs written in place, as they are now (they are outputs); the others travel as None:
         they are checked here, on the device, against the worker's own copy (`_mutated`)."""
-        return [channel.pack_value(v, self.spool) if i in self.written and isinstance(v, torch.Tensor)
+        return [self.pack(v) if i in self.written and isinstance(v, torch.Tensor)
                 else {"scalar": None} for i, v in enumerate(inputs)]
 
     def _mutated(self, slot: int, inputs: list[Any]) -> list[int]:
@@ -343,9 +353,10 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         try:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")
+            worker.pack_s = 0.0
             reply = handlers[op](req)
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
-            channel.write_message(fd_out, {"ok": True, **reply, "id": req.get("id")})
+            channel.write_message(fd_out, {"ok": True, **reply, "pack_s": worker.pack_s, "id": req.get("id")})
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"
             cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)

@@ -141,13 +141,17 @@ class WorkerProcess:
         finally:
             op, elapsed = str(message.get("op")), time.perf_counter() - start
             self.spent[op] = self.spent.get(op, 0.0) + elapsed
-            if "fn" in message:  # and per function (a graph-replay batch apart): which baseline costs what
-                part = f"{op}[{message['fn']}{', graph' if message.get('graph') else ''}]"
+            if "fn" in message:  # and per function (graph-replay batches and traced calls apart): what costs what
+                marks = "".join(f", {m}" for m, key in (("graph", "graph"), ("traced", "trace")) if message.get(key))
+                part = f"{op}[{message['fn']}{marks}]"
                 self.spent[part] = self.spent.get(part, 0.0) + elapsed
         if reply.get("id") != message["id"]:
             self.kill()
             raise WorkerFault("crash", f"a message answering no request arrived for {op!r} (id "
                               f"{str(reply.get('id'))[:20]!r}): written by code in the worker", "forged_result")
+        packed = reply.get("pack_s")
+        if isinstance(packed, float) and packed > 0:  # writing to the spool, as the worker says (within the request)
+            self.spent[f"{op}.pack"] = self.spent.get(f"{op}.pack", 0.0) + min(packed, elapsed)
         if not reply.get("ok"):
             failed = RequestFailed(reply)
             failed.stopped_by = "out_of_memory" if reply.get("out_of_memory") else self._limit_hit()
