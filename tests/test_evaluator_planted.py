@@ -20,6 +20,7 @@ CASES = [
     ("torch_behind_guard.py", "integrity", "aten_op"),  # the guard switched off: the traced call's aten ops
     ("subclass_output.py", "integrity", "not_plain_tensor"),
     ("forged_reply.py", "integrity", "forged_result"),  # its own message on the reply pipe, without the id
+    ("malformed_result.py", "integrity", "malformed_result"),  # its worker's results described out of the spool
     ("no_triton.py", "integrity", "no_triton_launch"),
     ("mutates_input.py", "integrity", "input_mutated"),
     ("raises.py", "error", "exception"),

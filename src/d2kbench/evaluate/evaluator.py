@@ -74,6 +74,9 @@ class EvalOptions:
     # (attention on the H200: 25.7 s instead of 58.2 s per evaluation, the same verdicts; bench/diag/ipc_inputs.py);
     # checked before the candidate loads, and files where that check fails
     device_inputs: bool = True
+    # results (the oracle's and the candidate's outputs) to the parent device to device as well, each worker freeing
+    # its blocks at its next request; off until an evaluation on the H200 shows it (muon returns 4 GB a set of calls)
+    device_outputs: bool = False
     # take the two workers' replay-probe difference off the candidate's graph-replay times (`measure_replay_offset`);
     # off until an evaluation on the H200 shows it (the diag that found the offset: bench/diag/latency_process_offset)
     replay_offset: bool = False
@@ -160,6 +163,7 @@ class Evaluation:
         self.gpu = self.device.startswith("cuda")
         # a custom comparison reads the inputs in the parent: those tasks keep their input files
         self.export_inputs = self.gpu and options.device_inputs and all(o.compare != "custom" for o in task.outputs)
+        self.export_outputs = self.gpu and options.device_outputs and all(o.compare != "custom" for o in task.outputs)
         self.secret = options.seed if options.seed is not None else secrets.randbits(62)
         self.result = EvalResult(
             task=task.id, candidate=str(self.candidate), mode="gpu" if self.gpu else "interpreter",
@@ -272,6 +276,28 @@ class Evaluation:
         self.result.environment["device_inputs"] = "on" if problem is None else f"off (files instead): {problem}"
         return cand
 
+    def check_device_outputs(self, cand: WorkerProcess) -> None:
+        """Import a probe block from each worker (the candidate's before its code loads) and check its sum; where
+        either fails, results travel through files and `environment.device_outputs` says why."""
+        problem = None
+        for worker in (self.trusted, cand):
+            seed = secrets.randbits(16)
+            try:
+                probe = worker.request({"op": "ipc_probe", "seed": seed}, self.options.load_timeout_s)
+                got = int(ipc.import_clone(probe["input"], torch.device(self.device), check_size=True).sum())
+            except (RequestFailed, WorkerFault, RuntimeError, ValueError) as exc:
+                problem = f"the parent could not import the {worker.role} worker's probe block: {exc}"[:300]
+                break
+            if got != probe["sum"]:
+                problem = f"the {worker.role} worker's probe block arrived changed (sum {got}, {probe['sum']} sent)"
+                break
+        self.export_outputs = problem is None
+        self.result.environment["device_outputs"] = "on" if problem is None else f"off (files instead): {problem}"
+
+    def export_flag(self) -> dict[str, bool]:
+        """What a request whose reply carries results adds to ask for them device to device (`device_outputs`)."""
+        return {"export_results": True} if self.export_outputs else {}
+
     def measure_replay_offset(self, cand: WorkerProcess) -> None:
         """Both workers' replay probes, one after the other under the GPU lock, before the candidate's code loads
         (nothing of it can touch its probe): the difference is taken off the candidate's graph-replay times of
@@ -341,14 +367,33 @@ class Evaluation:
         trusted worker's `inputs` keep their files, for `pack` to link (removed with the spool)."""
         mapped = worker is self.trusted
         with self.phase("parent.unpack", into="requests_s"):
-            values = [Exported(d) if mapped and ipc.is_exported(d) else
-                      channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
-                      for d in descs]
+            try:
+                values = [self.unpack_exported(d, worker) if ipc.is_exported(d) else
+                          channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
+                          for d in descs]
+            except Exception as exc:  # noqa: BLE001 - whatever a forged description makes reading raise
+                if worker is not self.cand:
+                    raise
+                worker.kill()
+                raise WorkerFault("crash", f"a result could not be read ({type(exc).__name__}: {exc})"[:500],
+                                  "malformed_result") from None
         if mapped and inputs:
             for d, v in zip(descs, values, strict=True):
                 if isinstance(v, torch.Tensor) and v.numel():
                     self.input_files[id(v)] = (v, worker.spool / d["tensor"])
         return values
+
+    def unpack_exported(self, desc: dict[str, Any], worker: WorkerProcess) -> Any:
+        """A value a worker exported on the GPU. The trusted worker's inputs stay descriptions (`Exported`, for the
+        candidate's worker to clone); results (`"result"`) are cloned here at once, and only where this evaluation
+        asked for them that way: the parent opens no handle of the candidate's worker otherwise."""
+        if not desc.get("result"):
+            if worker is self.trusted:
+                return Exported(desc)
+            raise channel.ProtocolError("the candidate's worker sent an input's device handle")
+        if not self.export_outputs:
+            raise channel.ProtocolError(f"the {worker.role} worker sent a device handle that was not asked for")
+        return ipc.import_clone(desc, torch.device(self.device), check_size=worker is not self.trusted)
 
     def put_report_inputs(self, workload: Workload, worker: WorkerProcess, timeout: float) -> None:
         """Make `workload`'s inputs (seed 0) in the trusted worker and put them into `worker`'s slot 0: the
@@ -398,7 +443,8 @@ class Evaluation:
             self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
             self.derived[name] = reply.get("derived", {})
             oracle = self.trusted_request(
-                {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written)}
+                {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
+                 **self.export_flag()}
             )
             outs = self.unpack(oracle["outputs"], self.trusted)
             self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
@@ -446,7 +492,7 @@ class Evaluation:
                 return
         if self.options.reference_error:
             reply = self.trusted_request({"op": "call", "fn": "reference", "slot": self.slot_id(name, 0),
-                                          "return_inputs": True})
+                                          "return_inputs": True, **self.export_flag()})
             wr.reference_error = self.errors(workload, 0, self.unpack(reply["outputs"], self.trusted),
                                              self.unpack(reply["inputs"], self.trusted))
         # Fresh inputs written over set 0 at the same addresses must give fresh outputs.
@@ -468,7 +514,7 @@ class Evaluation:
         name = workload.name
         reply = self.cand.request(
             {"op": "call", "fn": "run", "slot": self.slot_id(name, slot), "guard": True, "poison": True,
-             "return_inputs": True, "check_inputs": True, "trace": trace},
+             "return_inputs": True, "check_inputs": True, "trace": trace, **self.export_flag()},
             self.options.call_timeout_s,
         )
         outputs = self.unpack(reply["outputs"], self.cand)
@@ -737,7 +783,8 @@ class Evaluation:
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
-                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": validate and fn == "candidate"}
+                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": validate and fn == "candidate",
+                   **self.export_flag()}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
             start = time.perf_counter()
@@ -785,8 +832,12 @@ class Evaluation:
         if validate and fn == "candidate":
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - self.slot_id(workload.name, 0)
-                outs = self.unpack(descs, self.cand)
-                after = self.unpack(reply["inputs"][slot_key], self.cand)
+                try:
+                    outs = self.unpack(descs, self.cand)
+                    after = self.unpack(reply["inputs"][slot_key], self.cand)
+                except WorkerFault as exc:
+                    self.result.add(self.candidate_fault(exc, workload))
+                    return None
                 expected_set = self.slot_set[workload.name][index]
                 mismatch = self.compare(workload, expected_set, outs, after, [d.get("strides") for d in descs])
                 if mismatch:
@@ -873,6 +924,8 @@ class Evaluation:
                     raise
             if self.export_inputs:
                 cand = self.check_device_inputs(cand)
+            if self.export_outputs:
+                self.check_device_outputs(cand)
             if self.options.replay_offset and self.gpu and self.options.time and any(
                     w.latency_bound and w.split == "scored" for w in workloads):
                 self.measure_replay_offset(cand)

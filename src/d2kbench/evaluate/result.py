@@ -16,7 +16,7 @@ REASONS = {
     "integrity": (
         "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
         "patched_timer", "below_physical_floor", "forged_result", "side_stream", "forbidden_code",
-        "foreign_kernel", "persisting_l2",
+        "foreign_kernel", "persisting_l2", "malformed_result",
     ),
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
@@ -34,6 +34,8 @@ SANDBOX_VERDICTS = {  # reason: (verdict, what happened)
     "sandbox_denied": ("error", "the sandbox refused an access (a file, a signal or the network)"),
     "forged_result": ("integrity", "a message on the worker's reply pipe answered no request: the candidate's "
                                    "code wrote its own"),
+    "malformed_result": ("integrity", "the worker's reply described results that cannot be read as described: "
+                                      "the candidate's code changed what its worker sends"),
 }
 
 

@@ -65,11 +65,16 @@ class Worker:
         self.probe_buffers: list[torch.Tensor] = []
         self.launches = integrity.TritonLaunches()
         self.pack_s = 0.0  # seconds this request spent writing values to the spool (reported with the reply)
+        self.exporting = False  # this request's results go to the parent device to device (`"export_results"`)
+        self.parent_blocks: list[int] = []  # blocks exported to the parent for the last reply (it has cloned them)
 
     def pack(self, value: Any) -> dict[str, Any]:
-        """`channel.pack_value` into this worker's spool, its time counted in `pack_s`."""
+        """A result for the parent, its time counted in `pack_s`: exported device to device where the request
+        asked for it (`ipc.export_copy`, the block freed at the next request), else written to the spool."""
         start = time.perf_counter()
         try:
+            if self.exporting and isinstance(value, torch.Tensor) and value.is_cuda:
+                return {**ipc.export_copy(value, owned=self.parent_blocks), "result": True}
             return channel.pack_value(value, self.spool)
         finally:
             self.pack_s += time.perf_counter() - start
@@ -353,7 +358,8 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         try:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")
-            worker.pack_s = 0.0
+            ipc.free_blocks(worker.parent_blocks)  # the parent cloned them before it sent this request
+            worker.pack_s, worker.exporting = 0.0, bool(req.get("export_results"))
             reply = handlers[op](req)
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
             channel.write_message(fd_out, {"ok": True, **reply, "pack_s": worker.pack_s, "id": req.get("id")})
