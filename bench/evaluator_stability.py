@@ -35,12 +35,15 @@ def main() -> int:
                         help="candidate's worker unconfined (a diagnosis: does the sandbox change its times?)")
     parser.add_argument("--replay-offset", action="store_true",
                         help="take the workers' replay-probe difference off latency-bound graph times (EvalOptions)")
+    parser.add_argument("--device-outputs", action="store_true",
+                        help="results to the parent device to device (EvalOptions.device_outputs)")
     args = parser.parse_args()
     tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
     report, ok = [], True
     for task in tasks:
         runs = []
-        options = EvalOptions(sandbox=not args.no_sandbox, replay_offset=args.replay_offset)
+        options = EvalOptions(sandbox=not args.no_sandbox, replay_offset=args.replay_offset,
+                              device_outputs=args.device_outputs)
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
             r = evaluate(task, task.expert_path, options)
             runs.append(r)
@@ -49,6 +52,8 @@ def main() -> int:
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
+            if args.device_outputs:
+                print(f"    device outputs: {r.environment.get('device_outputs')}", flush=True)
             for f in r.failures:  # why an evaluation did not pass, as the result says it
                 print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
             costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:14]
