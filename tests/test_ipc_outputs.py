@@ -1,6 +1,7 @@
 """Results device to device (`EvalOptions.device_outputs`): what the workers and the parent do with them, on the
 CPU, the driver stood in for. The transfer itself needs a GPU (bench/gpu_owed.sh runs it on the H200)."""
 
+import contextlib
 import os
 import threading
 import types
@@ -9,8 +10,8 @@ import pytest
 import torch
 
 from d2kbench.evaluate import channel, ipc, worker
-from d2kbench.evaluate.channel import ProtocolError
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, Exported
+from d2kbench.evaluate.workers import WorkerFault
 
 RESULT = {"dtype": "float32", "shape": [2, 3], "strides": [3, 1], "type": "Tensor", "ipc": "ab" * 64,
           "nbytes": 24, "result": True}
@@ -20,16 +21,22 @@ INPUT = {k: v for k, v in RESULT.items() if k != "result"}
 @pytest.fixture
 def evaluation(toy_task, tmp_path, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
-    ev.trusted = types.SimpleNamespace(spool=tmp_path, role="trusted")
-    ev.cand = types.SimpleNamespace(spool=tmp_path, role="candidate", sandbox=None)
-    opened = []
+    opened, paused_at = [], []  # check_size per block opened; how many were open when the candidate was stopped
+
+    @contextlib.contextmanager
+    def paused():
+        paused_at.append(len(opened))
+        yield
 
     def import_clone(desc, device, check_size=False):
         opened.append(check_size)
         return torch.full([int(n) for n in desc["shape"]], 1.0)
 
     monkeypatch.setattr(ipc, "import_clone", import_clone)
-    ev.opened = opened
+    ev.trusted = types.SimpleNamespace(spool=tmp_path, role="trusted")
+    ev.cand = types.SimpleNamespace(spool=tmp_path, role="candidate", sandbox=None, alive=True, paused=paused,
+                                    kill=lambda: None)
+    ev.opened, ev.paused_at = opened, paused_at
     yield ev
     ev.trusted = ev.cand = None
     ev.close()
@@ -40,21 +47,27 @@ def test_results_are_cloned_at_once_and_the_candidates_blocks_checked_for_size(e
     assert torch.equal(evaluation.unpack([RESULT], evaluation.trusted)[0], torch.ones(2, 3))
     assert torch.equal(evaluation.unpack([RESULT], evaluation.cand)[0], torch.ones(2, 3))
     assert evaluation.opened == [False, True]  # the candidate's block must hold what its description claims
+    assert evaluation.paused_at == [1]  # its worker stopped before its block was opened: it cannot free it meanwhile
     assert evaluation.export_flag() == {"export_results": True}
 
 
 def test_the_parent_opens_no_handle_it_did_not_ask_for(evaluation):
-    with pytest.raises(ProtocolError, match="not asked for"):
+    """A device handle from the candidate's worker that was not asked for, or one that claims to be an input, is
+    a result the parent cannot read as described: the worker is replaced and the verdict says so."""
+    with pytest.raises(WorkerFault) as caught:
         evaluation.unpack([RESULT], evaluation.cand)
+    assert caught.value.stopped_by == "malformed_result" and "not asked for" in caught.value.detail
     evaluation.export_outputs = True
-    with pytest.raises(ProtocolError, match="an input's device handle"):
+    with pytest.raises(WorkerFault, match="an input's device handle"):
         evaluation.unpack([INPUT], evaluation.cand)
-    assert evaluation.opened == [] and evaluation.export_flag() == {"export_results": True}
+    assert evaluation.opened == []
     # the trusted worker's exported inputs are still passed on as descriptions, never opened here
     assert evaluation.unpack([INPUT], evaluation.trusted, inputs=True) == [Exported(INPUT)]
 
 
 class ProbeWorker:
+    alive = True
+
     def __init__(self, role, sent=None, error=None):
         self.role, self.sent, self.error = role, sent, error
 
@@ -73,7 +86,7 @@ class ProbeWorker:
 def test_the_route_is_checked_with_a_probe_from_each_worker_first(evaluation, cand, on, why):
     evaluation.trusted = ProbeWorker("trusted")
     evaluation.export_outputs = True
-    evaluation.check_device_outputs(cand)
+    assert evaluation.check_device_outputs(cand) is cand
     assert evaluation.export_outputs is on
     said = evaluation.result.environment["device_outputs"]
     assert said == "on" if on else (said.startswith("off (files instead)") and why in said)

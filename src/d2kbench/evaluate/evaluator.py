@@ -276,23 +276,30 @@ class Evaluation:
         self.result.environment["device_inputs"] = "on" if problem is None else f"off (files instead): {problem}"
         return cand
 
-    def check_device_outputs(self, cand: WorkerProcess) -> None:
+    def check_device_outputs(self, cand: WorkerProcess) -> WorkerProcess:
         """Import a probe block from each worker (the candidate's before its code loads) and check its sum; where
-        either fails, results travel through files and `environment.device_outputs` says why."""
+        either fails, results travel through files and `environment.device_outputs` says why. The candidate's
+        worker to load the candidate into: `cand`, or a fresh one if the probe killed it."""
         problem = None
-        for worker in (self.trusted, cand):
-            seed = secrets.randbits(16)
+        for role in ("trusted", "candidate"):
+            message = {"op": "ipc_probe", "seed": secrets.randbits(16)}
             try:
-                probe = worker.request({"op": "ipc_probe", "seed": seed}, self.options.load_timeout_s)
+                probe = (self.trusted_request(message) if role == "trusted"
+                         else cand.request(message, self.options.load_timeout_s))
                 got = int(ipc.import_clone(probe["input"], torch.device(self.device), check_size=True).sum())
-            except (RequestFailed, WorkerFault, RuntimeError, ValueError) as exc:
-                problem = f"the parent could not import the {worker.role} worker's probe block: {exc}"[:300]
+            except (InfraError, RequestFailed, WorkerFault, RuntimeError, ValueError) as exc:
+                problem = f"the parent could not import the {role} worker's probe block: {exc}"[:300]
+            else:
+                if got != probe["sum"]:
+                    problem = f"the {role} worker's probe block arrived changed (sum {got}, {probe['sum']} sent)"
+            if problem:
                 break
-            if got != probe["sum"]:
-                problem = f"the {worker.role} worker's probe block arrived changed (sum {got}, {probe['sum']} sent)"
-                break
+        if not cand.alive:
+            cand.kill()
+            cand = self.spawn("candidate")
         self.export_outputs = problem is None
         self.result.environment["device_outputs"] = "on" if problem is None else f"off (files instead): {problem}"
+        return cand
 
     def export_flag(self) -> dict[str, bool]:
         """What a request whose reply carries results adds to ask for them device to device (`device_outputs`)."""
@@ -366,7 +373,10 @@ class Evaluation:
         """Values from `worker`'s spool folder (the trusted worker's mapped, the candidate's copied). The
         trusted worker's `inputs` keep their files, for `pack` to link (removed with the spool)."""
         mapped = worker is self.trusted
-        with self.phase("parent.unpack", into="requests_s"):
+        # The candidate's worker stopped while its exported blocks are cloned: none of its threads can free one
+        # under the parent's mapping (a read of freed memory would fault the evaluator's own CUDA context).
+        blocks = worker is self.cand and any(ipc.is_exported(d) for d in descs)
+        with self.phase("parent.unpack", into="requests_s"), worker.paused() if blocks else nullcontext():
             try:
                 values = [self.unpack_exported(d, worker) if ipc.is_exported(d) else
                           channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
@@ -925,7 +935,7 @@ class Evaluation:
             if self.export_inputs:
                 cand = self.check_device_inputs(cand)
             if self.export_outputs:
-                self.check_device_outputs(cand)
+                cand = self.check_device_outputs(cand)
             if self.options.replay_offset and self.gpu and self.options.time and any(
                     w.latency_bound and w.split == "scored" for w in workloads):
                 self.measure_replay_offset(cand)
