@@ -384,9 +384,7 @@ class Evaluation:
             except Exception as exc:  # noqa: BLE001 - whatever a forged description makes reading raise
                 if worker is not self.cand:
                     raise
-                worker.kill()
-                raise WorkerFault("crash", f"a result could not be read ({type(exc).__name__}: {exc})"[:500],
-                                  "malformed_result") from None
+                raise self.malformed_reply(f"results ({type(exc).__name__}: {exc})"[:500]) from None
         if mapped and inputs:
             for d, v in zip(descs, values, strict=True):
                 if isinstance(v, torch.Tensor) and v.numel():
@@ -527,6 +525,7 @@ class Evaluation:
              "return_inputs": True, "check_inputs": True, "trace": trace, **self.export_flag()},
             self.options.call_timeout_s,
         )
+        self.check_candidate_reply(reply, {"outputs": list, "inputs": list, "findings": dict})
         outputs = self.unpack(reply["outputs"], self.cand)
         after = self.unpack(reply["inputs"], self.cand)
         findings = reply["findings"]
@@ -827,6 +826,18 @@ class Evaluation:
                 self.result.add(self.candidate_fault(exc, workload))
                 return None
             wall_ms = (time.perf_counter() - start) * 1e3
+        if worker is self.cand:
+            try:
+                returned = validate and fn == "candidate"
+                self.check_candidate_reply(reply, {"times_ms": list, **({"outputs": dict, "inputs": dict}
+                                                                        if returned else {})})
+                keys = {str(s) for s in slots}
+                if not all(type(t) in (int, float) for t in reply["times_ms"]) or returned and not (
+                        set(reply["outputs"]) <= keys and set(reply["inputs"]) == set(reply["outputs"])):
+                    raise self.malformed_reply("times or result slots")
+            except WorkerFault as exc:
+                self.result.add(self.candidate_fault(exc, workload))
+                return None
         times = [float(t) for t in reply["times_ms"]]
         if fn == "candidate" and reply.get("persisting_l2_bytes"):
             self.result.add(Failure("integrity", "persisting_l2",
@@ -854,6 +865,18 @@ class Evaluation:
                     self.result.add(Failure("incorrect", "timed_output_mismatch",
                                             f"an output of the timed runs is wrong: {mismatch[1]}", workload.name))
         return times
+
+    def check_candidate_reply(self, reply: dict[str, Any], fields: dict[str, type]) -> None:
+        """Each field of a reply of the candidate's worker of the type the parent reads it as; else the candidate's
+        code changed what its worker sends: `integrity/malformed_result`, the worker replaced."""
+        bad = [name for name, kind in fields.items() if not isinstance(reply.get(name), kind)]
+        if bad:
+            raise self.malformed_reply(", ".join(bad))
+
+    def malformed_reply(self, what: str) -> WorkerFault:
+        """The fault for a reply of the candidate's worker that the parent cannot read (the worker killed)."""
+        self.cand.kill()
+        return WorkerFault("crash", f"its reply's {what} not as the worker sends them", "malformed_result")
 
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         graph = workload.latency_bound and all(tm.graph_median_ms for tm in wr.timings.values())
