@@ -362,7 +362,8 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
             worker.pack_s, worker.exporting = 0.0, bool(req.get("export_results"))
             reply = handlers[op](req)
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
-            channel.write_message(fd_out, {"ok": True, **reply, "pack_s": worker.pack_s, "id": req.get("id")})
+            packed = {"pack_s": worker.pack_s} if worker.pack_s else {}  # only where something was written
+            channel.write_message(fd_out, {"ok": True, **reply, **packed, "id": req.get("id")})
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"
             cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)
