@@ -85,7 +85,7 @@ def test_the_parent_times_each_batch_itself_and_leaves_out_validated_ones(evalua
 
     def slow_request(message, timeout=None):
         time.sleep(0.05)
-        return {"times_ms": [0.001] * message["reps"], "outputs": {}}
+        return {"times_ms": [0.001] * message["reps"], "outputs": {}, "inputs": {}}
 
     evaluation.cand = type("Worker", (), {"request": staticmethod(slow_request), "spool": evaluation.spool})()
     wr = WorkloadResult("n200", "scored")
