@@ -57,11 +57,22 @@ def scored(ev: Evaluation, latency_bound: bool) -> WorkloadResult:
 
 def test_the_candidates_offset_comes_off_its_graph_replay_time(evaluation, monkeypatch):
     assert probed(evaluation, monkeypatch, 0.0048, ProbeWorker(0.0050)) == pytest.approx(0.0002)
-    assert evaluation.result.environment["replay_probe_ms"] == {"trusted": 0.0048, "candidate": 0.0050}
+    assert evaluation.result.environment["replay_probe_ms"] == {"trusted": [0.0048] * 2, "candidate": [0.0050] * 2}
     wr = scored(evaluation, latency_bound=True)
     assert wr.replay_offset_ms == pytest.approx(0.0002)
     assert wr.fraction_of_expert == pytest.approx(0.0060 / 0.0058)  # the expert's replay against the corrected one
     assert wr.speedup == pytest.approx(0.0060 / 0.0058)
+
+
+def test_each_workers_fastest_probe_counts(evaluation, monkeypatch):
+    """Another evaluation's work beside a probe can only slow it: the offset is taken between the fastest."""
+    trusted = iter([0.0049, 0.0047])
+    candidate = iter([0.0056, 0.0050])
+    monkeypatch.setattr(evaluation, "trusted_request", lambda message, timeout=None: {"ms": next(trusted)})
+    evaluation.measure_replay_offset(type("Worker", (), {"request": lambda self, m, t=None: {"ms": next(candidate)}})())
+    assert evaluation.replay_offset_ms == pytest.approx(0.0003)
+    assert evaluation.result.environment["replay_probe_ms"] == {"trusted": [0.0049, 0.0047],
+                                                                "candidate": [0.0056, 0.0050]}
 
 
 def test_event_timed_workloads_are_left_as_timed(evaluation, monkeypatch):
