@@ -9,8 +9,9 @@ import types
 import pytest
 import torch
 
-from d2kbench.evaluate import channel, ipc, worker
+from d2kbench.evaluate import channel, evaluator, ipc, worker
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, Exported
+from d2kbench.evaluate.result import WorkloadResult
 from d2kbench.evaluate.workers import WorkerFault
 
 RESULT = {"dtype": "float32", "shape": [2, 3], "strides": [3, 1], "type": "Tensor", "ipc": "ab" * 64,
@@ -133,3 +134,38 @@ def test_a_worker_frees_the_blocks_of_its_last_reply_at_the_next_request(tmp_pat
         server.join(10)
         for fd in (to_worker, from_worker, to_parent):
             os.close(fd)
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_requests_that_return_results_ask_for_them_exported_only_when_the_route_is_on(toy_task, monkeypatch, on):
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    ev.export_outputs = on
+    sent = []
+
+    class Recorder:
+        role, alive, spool, sandbox, spent = "candidate", True, None, None, {}
+
+        def request(self, message, timeout=None):
+            sent.append(message)
+            return {"ok": True}  # nothing the parent can read: the call ends as malformed_result, as it should
+
+        def kill(self):
+            self.alive = False
+
+        def log_tail(self):
+            return ""
+
+    ev.cand = Recorder()
+    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(ev, "start_candidate", lambda spawned=None: True)
+    workload = ev.task.workload("n200")
+    try:
+        with pytest.raises(WorkerFault):
+            ev.checked_call(workload, WorkloadResult("n200", "scored"), 0, 0)
+        ev.timed_batch(workload, WorkloadResult("n200", "scored"), "candidate", ev.cand, [0], 1, graph=False,
+                       validate=True)
+    finally:
+        ev.cand = None
+        ev.close()
+    assert [m["op"] for m in sent] == ["call", "time"]
+    assert all(m.get("export_results", False) is on for m in sent)
