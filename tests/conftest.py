@@ -18,3 +18,23 @@ def toy_task():
     from d2kbench.suite import load_task
 
     return load_task(FIXTURES / "toy_axpy")
+
+
+class StandInCandidate:
+    """The candidate's worker as the parent sees it, without a process: every request is recorded in `sent` and
+    answered with `reply` (plus ok)."""
+
+    role, alive, spool, sandbox = "candidate", True, None, None
+
+    def __init__(self, reply: dict | None = None):
+        self.reply, self.sent, self.killed, self.spent = reply or {}, [], False, {}
+
+    def request(self, message, timeout=None):
+        self.sent.append(message)
+        return {"ok": True, **self.reply}
+
+    def kill(self):
+        self.killed, self.alive = True, False
+
+    def log_tail(self):
+        return ""

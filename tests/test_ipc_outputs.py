@@ -13,6 +13,7 @@ from d2kbench.evaluate import channel, evaluator, ipc, worker
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, Exported
 from d2kbench.evaluate.result import WorkloadResult
 from d2kbench.evaluate.workers import WorkerFault
+from tests.conftest import StandInCandidate
 
 RESULT = {"dtype": "float32", "shape": [2, 3], "strides": [3, 1], "type": "Tensor", "ipc": "ab" * 64,
           "nbytes": 24, "result": True}
@@ -140,22 +141,7 @@ def test_a_worker_frees_the_blocks_of_its_last_reply_at_the_next_request(tmp_pat
 def test_requests_that_return_results_ask_for_them_exported_only_when_the_route_is_on(toy_task, monkeypatch, on):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
     ev.export_outputs = on
-    sent = []
-
-    class Recorder:
-        role, alive, spool, sandbox, spent = "candidate", True, None, None, {}
-
-        def request(self, message, timeout=None):
-            sent.append(message)
-            return {"ok": True}  # nothing the parent can read: the call ends as malformed_result, as it should
-
-        def kill(self):
-            self.alive = False
-
-        def log_tail(self):
-            return ""
-
-    ev.cand = Recorder()
+    ev.cand = cand = StandInCandidate()  # its replies are unreadable: each call ends as malformed_result
     monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(ev, "start_candidate", lambda spawned=None: True)
     workload = ev.task.workload("n200")
@@ -167,5 +153,5 @@ def test_requests_that_return_results_ask_for_them_exported_only_when_the_route_
     finally:
         ev.cand = None
         ev.close()
-    assert [m["op"] for m in sent] == ["call", "time"]
-    assert all(m.get("export_results", False) is on for m in sent)
+    assert [m["op"] for m in cand.sent] == ["call", "time"]
+    assert all(m.get("export_results", False) is on for m in cand.sent)

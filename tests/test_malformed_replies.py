@@ -2,42 +2,21 @@
 reads nothing it cannot read as the worker sends it, and says so as `integrity/malformed_result`, never as an
 exception out of the evaluation."""
 
+import contextlib
+
 import pytest
 
 from d2kbench.evaluate import evaluator
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
 from d2kbench.evaluate.workers import WorkerFault
-
-
-class FakeCandidate:
-    role, alive, spool, sandbox = "candidate", True, None, None
-
-    def __init__(self, reply):
-        self.reply, self.killed, self.spent = reply, False, {}
-
-    def request(self, message, timeout=None):
-        return {"ok": True, **self.reply}
-
-    def kill(self):
-        self.killed, self.alive = True, False
-
-    def log_tail(self):
-        return ""
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+from tests.conftest import StandInCandidate
 
 
 @pytest.fixture
 def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: _null())
+    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(ev, "start_candidate", lambda spawned=None: True)  # the replacement: not under test
     yield ev
     ev.cand = None
@@ -50,7 +29,7 @@ def evaluation(toy_task, monkeypatch):
     {"outputs": [], "findings": {}},
 ])
 def test_a_checked_call_whose_reply_is_not_as_sent_is_malformed(evaluation, reply):
-    evaluation.cand = FakeCandidate(reply)
+    evaluation.cand = StandInCandidate(reply)
     with pytest.raises(WorkerFault) as caught:
         evaluation.checked_call(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"), 0, 0)
     assert caught.value.stopped_by == "malformed_result" and evaluation.cand.killed
@@ -63,7 +42,7 @@ def test_a_checked_call_whose_reply_is_not_as_sent_is_malformed(evaluation, repl
     ({"times_ms": [0.1], "outputs": {"999999": []}, "inputs": {"999999": []}}, True),  # a slot never sent
 ])
 def test_a_timed_batch_whose_reply_is_not_as_sent_is_malformed(evaluation, reply, validate):
-    evaluation.cand = FakeCandidate(reply)
+    evaluation.cand = StandInCandidate(reply)
     wr = WorkloadResult("n200", "scored")
     assert evaluation.timed_batch(evaluation.task.workload("n200"), wr, "candidate", evaluation.cand,
                                   [evaluation.slot_id("n200", 0)], 1, graph=False, validate=validate) is None
@@ -72,7 +51,7 @@ def test_a_timed_batch_whose_reply_is_not_as_sent_is_malformed(evaluation, reply
 
 
 def test_a_result_file_outside_the_spool_is_malformed_not_an_exception(evaluation, tmp_path):
-    evaluation.cand = FakeCandidate({})
+    evaluation.cand = StandInCandidate({})
     evaluation.cand.spool = tmp_path
     desc = {"tensor": "../x.bin", "dtype": "float32", "shape": [1], "strides": [1], "type": "Tensor"}
     with pytest.raises(WorkerFault) as caught:

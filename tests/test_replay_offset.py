@@ -2,6 +2,7 @@
 measures both workers' replay probes before the candidate loads and takes the difference off the candidate's
 graph-replay time of latency-bound workloads (`Evaluation.measure_replay_offset`, `score_workload`)."""
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -16,17 +17,10 @@ from d2kbench.evaluate.workers import RequestFailed
 def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", replay_offset=True))
     ev.ceilings = {"copy_bytes_per_s": 4e12, "bf16_flops_per_s": 7e14}
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: _null())
+    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
     yield ev
     ev.close()
 
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 class ProbeWorker:

@@ -256,6 +256,13 @@ class Evaluation:
         self.result.log_tail = self.cand.log_tail() if self.cand else ""
         return False
 
+    def alive_or_fresh(self, cand: WorkerProcess) -> WorkerProcess:
+        """`cand` (the candidate's worker, nothing loaded yet) if a probe left it alive, else a fresh one."""
+        if cand.alive:
+            return cand
+        cand.kill()
+        return self.spawn("candidate")
+
     def check_device_inputs(self, cand: WorkerProcess) -> WorkerProcess:
         """Send a probe block device to device before the candidate's code loads; if the route fails there, the
         evaluation falls back to files (an import failing later could not be told from the candidate's doing).
@@ -270,9 +277,7 @@ class Evaluation:
             problem = str(exc)
         except (RequestFailed, WorkerFault) as exc:
             problem = f"the candidate's worker could not import the probe block: {exc}"
-            if not cand.alive:
-                cand.kill()
-                cand = self.spawn("candidate")
+            cand = self.alive_or_fresh(cand)
         self.export_inputs = problem is None
         self.result.environment["device_inputs"] = "on" if problem is None else f"off (files instead): {problem}"
         return cand
@@ -295,9 +300,7 @@ class Evaluation:
                     problem = f"the {role} worker's probe block arrived changed (sum {got}, {probe['sum']} sent)"
             if problem:
                 break
-        if not cand.alive:
-            cand.kill()
-            cand = self.spawn("candidate")
+        cand = self.alive_or_fresh(cand)
         self.export_outputs = problem is None
         self.result.environment["device_outputs"] = "on" if problem is None else f"off (files instead): {problem}"
         return cand
