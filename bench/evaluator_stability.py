@@ -33,17 +33,17 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-sandbox", action="store_true",
                         help="candidate's worker unconfined (a diagnosis: does the sandbox change its times?)")
-    parser.add_argument("--replay-offset", action="store_true",
-                        help="take the workers' replay-probe difference off latency-bound graph times (EvalOptions)")
-    parser.add_argument("--device-outputs", action="store_true",
-                        help="results to the parent device to device (EvalOptions.device_outputs)")
+    parser.add_argument("--file-outputs", action="store_true",
+                        help="results to the parent through spool files (EvalOptions.device_outputs off)")
+    parser.add_argument("--file-inputs", action="store_true",
+                        help="input sets to the candidate through spool files (EvalOptions.device_inputs off)")
     args = parser.parse_args()
     tasks = [find_task(t) for t in args.tasks.split(",")] if args.tasks else list(load_suite())
     report, ok = [], True
     for task in tasks:
         runs = []
-        options = EvalOptions(sandbox=not args.no_sandbox, replay_offset=args.replay_offset,
-                              device_outputs=args.device_outputs)
+        options = EvalOptions(sandbox=not args.no_sandbox, device_outputs=not args.file_outputs,
+                              device_inputs=not args.file_inputs)
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
             r = evaluate(task, task.expert_path, options)
             runs.append(r)
@@ -52,8 +52,7 @@ def main() -> int:
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
-            if args.device_outputs:
-                print(f"    device outputs: {r.environment.get('device_outputs')}", flush=True)
+            print(f"    device outputs: {r.environment.get('device_outputs')}", flush=True)
             for f in r.failures:  # why an evaluation did not pass, as the result says it
                 print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
             costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:14]
@@ -63,8 +62,6 @@ def main() -> int:
                 if len(t) == 2 and "reference" in w.timings:
                     graph = [x.graph_median_ms for x in t.values()]
                     shown = " graph {:.2f} vs {:.2f}".format(*(g * 1e3 for g in graph)) if all(graph) else ""
-                    if w.replay_offset_ms is not None:
-                        shown += f" (less the processes' offset {w.replay_offset_ms * 1e3:+.2f})"
                     unaccounted = ", ".join(f"{fn} {ms * 1e3:.0f}" for fn, ms in w.unaccounted_ms.items())
                     ref = w.timings["reference"]
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "

@@ -5,15 +5,13 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# What bench/results/2026-12-03-h200-owed-7 and -owed-probe left open, in order:
-#   offset    the replay offset in the evaluator (EvalOptions.replay_offset, off by default): moe and quant, the
-#             experts as candidates, with it and without; with it, the 5 us kernels' fractions should fall within
-#             1.00 +- 0.03 (the probe halved the per-process spread in owed-probe). If so, turn it on by default.
-#   settle    the same runs show whether the probe right after a baseline batch (SETTLE_S) still refuses clean
-#             evaluations as gpu_contended (owed-7: one in four cold moe evaluations)
-#   outputs   results device to device (EvalOptions.device_outputs, off by default): muon and attention, the
-#             experts as candidates; compare the wall time and verdicts with owed-6 (muon 69.9-75.5 s, attention
-#             23.8-24.4 s); requests_s now shows the spool writes ('<op>.pack') and traced calls apart
+# What bench/results/2026-12-03-h200-graph-events left open, in order:
+#   recheck   the checked round's graph batch replayed once more after the sets moved along, outputs poisoned
+#             (Timer.replay_recheck): gpu_graph_cached.py must be incorrect/timed_output_mismatch on the toy's n1m
+#             (now latency-bound), the toy's expert must pass, and so must the planted files that passed before
+#   stability all four experts as candidates with graph replays timed inside the graph and results device to
+#             device (both defaults now): fractions of the 5 us kernels (quant m8 was 0.986-1.014 in two warm
+#             evaluations; moe qwen3_30b 0.956-0.961), and whether the recheck leaves every verdict a pass
 #   run       only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -27,12 +25,10 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-once offset 300 python3 bench/evaluator_stability.py --repeats 3 --replay-offset --json "$R/offset_on.json" \
-  --tasks moe_align_block_size,quant_per_token_group_fp8
-once no_offset 240 python3 bench/evaluator_stability.py --repeats 3 --json "$R/offset_off.json" \
-  --tasks moe_align_block_size,quant_per_token_group_fp8
-once outputs 330 python3 bench/evaluator_stability.py --repeats 1 --device-outputs --json "$R/outputs.json" \
-  --tasks muon_newton_schulz,attn_decode_paged_gqa
+once recheck 150 python3 bench/gpu_integrity.py --tasks '' --planted \
+  gpu_graph_cached.py,timed_pointer_cache.py,gpu_side_stream.py,gpu_timer_halved.py,wrong_values.py --json "$R/recheck.json"
+once stability 330 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json" \
+  --tasks quant_per_token_group_fp8,moe_align_block_size,attn_decode_paged_gqa,muon_newton_schulz
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

@@ -29,7 +29,7 @@ def test_eval_json_pass_exits_zero():
 
 def test_eval_failure_exits_one_and_names_workload_subset():
     proc = d2k("eval", TOY, str(PLANTED / "wrong_values.py"), "--json", "--workloads", "n77_f16", "--device", "cpu",
-               "--file-inputs", "--device-outputs", "--replay-offset")  # GPU routes and corrections: not taken on a CPU
+               "--file-inputs", "--file-outputs")  # the GPU routes' switches: nothing to switch on a CPU
     assert proc.returncode == 1
     out = json.loads(proc.stdout)
     assert (out["verdict"], out["reason"], out["correct"]) == ("incorrect", "mismatch", False)

@@ -4,10 +4,12 @@ The expert timed against itself in two workers lands 2-5% off 1.00 on the 5 us k
 in either direction from one evaluation to the next; within one process, captures agree (owed-5 `outputs.log`:
 output placement is not the cause). This starts `--processes` fresh processes one after another; each times the
 expert's graph replay with the evaluator's Timer over `--captures` fresh captures per mode, the modes interleaved:
-`flush` as the evaluator times (L2 flushed, head start), `warm` with the flush left out (the kernel's code, its
-parameters and its inputs may stay in L2). The spread of the per-process medians in each mode says whether the
-offset lives in the process, and whether what the flush evicts (cold fetches of code and constants at addresses
-that differ per process) carries it.
+`flush` as the evaluator timed to 2026-12-03 (L2 flushed, head start, events around the replay), `warm` with the
+flush left out (the kernel's code, its parameters and its inputs may stay in L2), `inside` flushed and timed by
+event nodes inside the graph (`Timer.graph_events_inside`: the replay's start on the GPU left out). The spread
+of the per-process medians in each mode says whether the offset lives in the process, whether what the flush
+evicts (cold fetches of code and constants at addresses that differ per process) carries it, and whether it is
+the replay's start.
 
     PYTHONPATH=src python3 bench/diag/latency_process_offset.py [--processes 8] [--captures 4] [--probe]
 
@@ -47,6 +49,7 @@ def child(captures: int, reps: int, probe: bool) -> dict[str, dict[str, float]]:
     from d2kbench.evaluate.timing import Timer
 
     timer = Timer(torch.device("cuda"))
+    timer.graph_events_inside = False  # "flush" and "warm" time from outside, as the evaluator did to 2026-12-03
     out: dict[str, dict[str, float]] = {}
     if probe:
         out["probe"] = {"first": probe_us(timer, captures, reps)}
@@ -60,15 +63,16 @@ def child(captures: int, reps: int, probe: bool) -> dict[str, dict[str, float]]:
         ref = load_module(task.reference_path, f"ref_{task_id}")
         expert = load_module(task.expert_path, f"expert_{task_id}").run
         inputs = list(ref.make_inputs(task.workload(name), 1, "cuda"))
-        medians: dict[str, list[float]] = {"flush": [], "warm": []}
+        medians: dict[str, list[float]] = {"flush": [], "warm": [], "inside": []}
         for _ in range(captures):
             for mode in medians:
-                timer.flush = flush if mode == "flush" else (lambda: None)
+                timer.flush = flush if mode != "warm" else (lambda: None)
+                timer.graph_events_inside = mode == "inside"
                 times, _ = timer.time(lambda slot, f=expert, x=inputs: f(*x), lambda slot: None, [0], reps, warmup=10,
                                       graph=True)
                 medians[mode].append(statistics.median(times) * 1e3)
         out[name] = {mode: statistics.median(v) for mode, v in medians.items()}
-    timer.flush = flush
+    timer.flush, timer.graph_events_inside = flush, False
     if probe:
         out["probe"]["last"] = probe_us(timer, captures, reps)
     return out
@@ -96,7 +100,7 @@ def main() -> None:
         print(f"process {i}: " + "; ".join(f"{name} " + ", ".join(f"{k} {v:.2f} us" for k, v in m.items())
                                           for name, m in runs[-1].items()), flush=True)
     for _, name in CASES:
-        for mode in ("flush", "warm"):
+        for mode in ("flush", "warm", "inside"):
             values = [r[name][mode] for r in runs]
             if values:
                 print(f"{name} {mode}: per-process medians {min(values):.2f}-{max(values):.2f} us, spread "

@@ -63,7 +63,7 @@ def _eval(args: argparse.Namespace) -> int:
         workloads=tuple(args.workloads.split(",")) if args.workloads else None,
         include_hidden=args.hidden, time=not args.no_time, comparator=args.comparator, seed=args.seed,
         device=args.device, call_timeout_s=args.timeout, sandbox=not args.no_sandbox, fail_fast=args.fail_fast,
-        device_inputs=not args.file_inputs, device_outputs=args.device_outputs, replay_offset=args.replay_offset,
+        device_inputs=not args.file_inputs, device_outputs=not args.file_outputs,
     )
     for name in options.workloads or ():
         task.workload(name)
@@ -119,10 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first workload that fails")
     p.add_argument("--file-inputs", action="store_true",
                    help="hand the input sets to the candidate through files, not device to device (CUDA IPC)")
-    p.add_argument("--device-outputs", action="store_true",
-                   help="results to the evaluator device to device (CUDA IPC; not yet shown on the H200)")
-    p.add_argument("--replay-offset", action="store_true",
-                   help="take the workers' replay-probe difference off latency-bound graph times (not yet shown)")
+    p.add_argument("--file-outputs", action="store_true",
+                   help="results to the evaluator through files, not device to device (CUDA IPC)")
     p.add_argument("--seed", type=int, help="fix the input seed (default: a fresh secret)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per call before a timeout verdict")

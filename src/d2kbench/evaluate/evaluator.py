@@ -39,10 +39,6 @@ CONTENDED_SHARE = 0.8
 # gpu_contended (bench/results/2026-12-03-h200-owed-7). The candidate is stopped and drained before the batch, so
 # a share that recovers within this window was the GPU's own, not work beside the baseline.
 SETTLE_S = 0.5
-# Two workers' replay probes (timing.replay_probe_ms) 0.32 us apart at most over 12 processes on the H200: a larger
-# difference is not the processes' offset (something else ran), and nothing is taken off.
-REPLAY_OFFSET_CAP_MS = 0.5e-3
-REPLAY_PROBE_TURNS = 2  # replay probes per worker, alternating
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -76,11 +72,10 @@ class EvalOptions:
     # checked before the candidate loads, and files where that check fails
     device_inputs: bool = True
     # results (the oracle's and the candidate's outputs) to the parent device to device as well, each worker freeing
-    # its blocks at its next request; off until an evaluation on the H200 shows it (muon returns 4 GB a set of calls)
-    device_outputs: bool = False
-    # take the two workers' replay-probe difference off the candidate's graph-replay times (`measure_replay_offset`);
-    # off until an evaluation on the H200 shows it (the diag that found the offset: bench/diag/latency_process_offset)
-    replay_offset: bool = False
+    # its blocks at its next request (muon on the H200: 37.5 s instead of 70 s per evaluation, attention 20.8 s
+    # instead of 24 s, the same verdicts: bench/results/2026-12-03-h200-owed-8); checked before the candidate
+    # loads, and files where that check fails
+    device_outputs: bool = True
     reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
     fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
@@ -176,9 +171,6 @@ class Evaluation:
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
         self.ceilings: dict[str, float] | None = None  # this GPU's (`gpu_ceilings`)
-        # the candidate's worker's replay probe less the trusted worker's, taken before the candidate loaded
-        # (`measure_replay_offset`); None where not measured or the workers it was taken in are gone
-        self.replay_offset_ms: float | None = None
         self.inputs: dict[str, dict[int, list[Any]]] = {}
         # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
@@ -221,8 +213,6 @@ class Evaluation:
         return WorkerProcess(role, self.device, self.spool, self.work, self.env, sandbox)
 
     def start_trusted(self, spawned: WorkerProcess | None = None) -> None:
-        if spawned is None:  # a replacement: the probe was taken in the worker that is gone
-            self.replay_offset_ms = None
         self.trusted = spawned or self.spawn("trusted")
         self.trusted.request(
             {"op": "load", "task_path": str(self.task.path), "written": list(self.task.written_inputs),
@@ -232,8 +222,6 @@ class Evaluation:
 
     def start_candidate(self, spawned: WorkerProcess | None = None) -> bool:
         """Start the candidate's worker and import the file; False (with a failure recorded) if that fails."""
-        if spawned is None:
-            self.replay_offset_ms = None
         try:
             self.cand = spawned or self.spawn("candidate")
             self.cand.request(
@@ -308,25 +296,6 @@ class Evaluation:
     def export_flag(self) -> dict[str, bool]:
         """What a request whose reply carries results adds to ask for them device to device (`device_outputs`)."""
         return {"export_results": True} if self.export_outputs else {}
-
-    def measure_replay_offset(self, cand: WorkerProcess) -> None:
-        """Both workers' replay probes, one after the other under the GPU lock, before the candidate's code loads
-        (nothing of it can touch its probe): the difference is taken off the candidate's graph-replay times of
-        latency-bound workloads, where each process's own offset is several percent of a 5 us kernel."""
-        probes: dict[str, list[float]] = {"trusted": [], "candidate": []}
-        try:
-            with gpu_lock(self.device):
-                for _ in range(REPLAY_PROBE_TURNS):  # alternating, each worker's fastest kept: work of another
-                    # evaluation's correctness calls (not under the lock) only ever slows a probe down
-                    probes["trusted"].append(float(self.trusted_request({"op": "replay_probe"})["ms"]))
-                    probes["candidate"].append(float(cand.request({"op": "replay_probe"},
-                                                                  self.options.load_timeout_s)["ms"]))
-        except (InfraError, RequestFailed, WorkerFault) as exc:
-            self.result.environment["replay_probe_ms"] = f"not measured: {exc}"[:300]
-            return
-        self.result.environment["replay_probe_ms"] = probes
-        offset = min(probes["candidate"]) - min(probes["trusted"])
-        self.replay_offset_ms = offset if abs(offset) <= REPLAY_OFFSET_CAP_MS else None
 
     def trusted_request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """A request to the trusted worker, retried once on a fresh worker; a second failure is infra."""
@@ -705,7 +674,8 @@ class Evaluation:
                 else:
                     samples[fn] += times
                 if workload.latency_bound and rnd > 0:
-                    gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True, validate=False)
+                    gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True,
+                                              validate=(rnd == checked))
                     if gtimes:
                         graph_samples[fn] += gtimes
         if not self.gpu_uncontended(workload, wr):
@@ -793,9 +763,13 @@ class Evaluation:
         except (RequestFailed, WorkerFault) as exc:
             self.result.add(self.candidate_fault(exc, workload))
             return False
-        held = self.slot_set[workload.name]
-        self.slot_set[workload.name] = {k: held[(k + 1) % len(slots)] for k in range(len(slots))}
+        self.sets_moved_along(workload)
         return True
+
+    def sets_moved_along(self, workload: Workload) -> None:
+        """Record that the candidate's worker moved the input sets one slot along (slot k holds slot k+1's)."""
+        held = self.slot_set[workload.name]
+        self.slot_set[workload.name] = {k: held[(k + 1) % len(held)] for k in range(len(held))}
 
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
@@ -859,6 +833,8 @@ class Evaluation:
         if not graph and not validate and times:  # a validated batch also writes its outputs out
             self.batch_walls.setdefault(fn, []).append((request_ms, times, max(WARMUP_CALLS, len(slots))))
         if validate and fn == "candidate":
+            if graph:  # its outputs come from a replay after the worker moved the sets along (`replay_recheck`)
+                self.sets_moved_along(workload)
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - self.slot_id(workload.name, 0)
                 try:
@@ -889,9 +865,6 @@ class Evaluation:
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         graph = workload.latency_bound and all(tm.graph_median_ms for tm in wr.timings.values())
         t = {fn: tm.graph_median_ms if graph else tm.median_ms for fn, tm in wr.timings.items()}
-        if graph and self.replay_offset_ms is not None:  # as if replayed in the trusted worker's process
-            wr.replay_offset_ms = self.replay_offset_ms
-            t["candidate"] -= self.replay_offset_ms
         cand = t["candidate"]
         wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
         wr.speedup = t["reference"] / cand
@@ -967,9 +940,6 @@ class Evaluation:
                 cand = self.check_device_inputs(cand)
             if self.export_outputs:
                 cand = self.check_device_outputs(cand)
-            if self.options.replay_offset and self.gpu and self.options.time and any(
-                    w.latency_bound and w.split == "scored" for w in workloads):
-                self.measure_replay_offset(cand)
             if not self.start_candidate(cand):
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):

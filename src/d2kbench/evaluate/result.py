@@ -97,9 +97,6 @@ class WorkloadResult:
     # per timed call and function: the parent's wall clock over the event-timed batches less the kernel time the
     # worker reported for them (flush, launch and request overhead; a timer that under-reports shows up here)
     unaccounted_ms: dict[str, float] = field(default_factory=dict)
-    # latency-bound workloads: ms taken off the candidate's graph-replay median before scoring, the two workers'
-    # replay probes apart (candidate's less trusted's; None: not measured, or past REPLAY_OFFSET_CAP_MS)
-    replay_offset_ms: float | None = None
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""GPU timing inside a worker: CUDA events around each call, L2 flushed, a head start for the host, inputs
-rotated."""
+"""GPU timing inside a worker: CUDA events around each call (inside the graph for graph replays), L2 flushed, a
+head start for the host, inputs rotated."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import torch
+
+from d2kbench.evaluate.integrity import poison_
 
 L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # A GPU sleep queued after the flush, before the start event, so that the call's first launch is queued before
@@ -18,14 +20,18 @@ L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 HEAD_START_S = 200e-6
 DEFAULT_CLOCK_KHZ = 1_980_000  # the H200's boost clock, where the device does not report one
 PROBE_BYTES = 256 << 20  # the contention probe's copy: past the L2, about 0.13 ms on an H200
-# The replay probe: a 4 KiB add, graph-replayed and flushed as latency-bound kernels are timed. Each process
-# replays every small kernel about 0.3 us slower or faster than another (12 processes on the H200: the probe and
-# two 5 us kernels moved together, correlation 0.91-0.94; bench/results/2026-12-03-h200-owed-probe).
-REPLAY_PROBE_CAPTURES, REPLAY_PROBE_REPS = 3, 200
 
 
 class Timer:
     """Times calls of one function over a rotation of input sets on the current CUDA device."""
+
+    # Graph replays are timed by event nodes inside each graph, around the captured call, so that the GPU's own
+    # start of a replay (about 0.9 us after the flush, which evicts the graph's launch data) stays out. Timed from
+    # outside, that start made the candidate's worker slower than the trusted one in 102 of 116 pairs, by 0.1-0.35
+    # us on average (bench/results/2026-12-03-h200-owed-8, -probe-ab, -ablate); inside, quant m8's fraction of
+    # expert was 0.986-1.014 (-graph-events). False times from outside: diagnoses only
+    # (bench/diag/latency_process_offset.py).
+    graph_events_inside = True
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -48,32 +54,20 @@ class Timer:
         reps: int,
         warmup: int,
         graph: bool,
+        before_recheck: Callable[[], None] | None = None,
     ) -> tuple[list[float], dict[int, object]]:
         """Milliseconds of `reps` calls (`call(slot)` rotating over `slots`) and the last output per slot.
 
-        With `graph`, one call per slot is captured into a CUDA graph and the replays are timed.
+        With `graph`, one call per slot is captured into a CUDA graph and the replays are timed; with
+        `before_recheck` too, the outputs are those of `replay_recheck` instead.
         """
         for i in range(max(warmup, len(slots))):
             restore(slots[i % len(slots)])
             call(slots[i % len(slots)])
         torch.cuda.synchronize(self.device)
-        graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        outputs: dict[int, object] = {}
         if graph:
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for slot in slots:
-                    restore(slot)
-                    call(slot)
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            for slot in slots:
-                restore(slot)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    outputs[slot] = call(slot)
-                graphs[slot] = g
-            torch.cuda.synchronize(self.device)
+            return self.time_graphs(call, restore, slots, reps, before_recheck)
+        outputs: dict[int, object] = {}
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
@@ -82,24 +76,74 @@ class Timer:
             self.flush()
             self.head_start()
             starts[i].record()
-            if graph:
-                graphs[slot].replay()
-            else:
-                outputs[slot] = call(slot)
+            outputs[slot] = call(slot)
             ends[i].record()
         torch.cuda.synchronize(self.device)
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], outputs
 
+    def time_graphs(
+        self, call: Callable[[int], object], restore: Callable[[int], None], slots: Sequence[int], reps: int,
+        before_recheck: Callable[[], None] | None,
+    ) -> tuple[list[float], dict[int, object]]:
+        """`time` with `graph`: each slot's call captured once (after one uncaptured call on the capture's side
+        stream, so that lazy initialisation stays out of the graph), then replayed `reps` times in rotation."""
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for slot in slots:
+                restore(slot)
+                call(slot)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        inside = self.graph_events_inside
+        graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        marks: dict[int, list[torch.cuda.Event]] = {}  # the event nodes of each graph (`graph_events_inside`)
+        outputs: dict[int, object] = {}
+        for slot in slots:
+            restore(slot)
+            graphs[slot] = torch.cuda.CUDAGraph()
+            marks[slot] = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(2 * inside)]
+            with torch.cuda.graph(graphs[slot]):
+                for mark in marks[slot][:1]:
+                    mark.record()
+                outputs[slot] = call(slot)
+                for mark in marks[slot][1:]:
+                    mark.record()
+        torch.cuda.synchronize(self.device)
+        times: list[float] = []
+        outside = [[torch.cuda.Event(enable_timing=True) for _ in range(2)] for _ in range(0 if inside else reps)]
+        for i in range(reps):
+            slot = slots[i % len(slots)]
+            restore(slot)
+            self.flush()
+            if inside:  # every replay records the same two events again: read them before the next
+                graphs[slot].replay()
+                marks[slot][1].synchronize()
+                times.append(marks[slot][0].elapsed_time(marks[slot][1]))
+            else:
+                self.head_start()
+                outside[i][0].record()
+                graphs[slot].replay()
+                outside[i][1].record()
+        torch.cuda.synchronize(self.device)
+        times += [start.elapsed_time(end) for start, end in outside]
+        if before_recheck is not None:
+            before_recheck()
+            self.replay_recheck(graphs, outputs, restore)
+        return times, outputs
 
-def replay_probe_ms(timer: Timer) -> float:
-    """The median graph replay of the replay probe in this process (see REPLAY_PROBE_CAPTURES)."""
-    x = torch.ones(1024, device=timer.device)
-    medians = []
-    for _ in range(REPLAY_PROBE_CAPTURES):
-        times, _ = timer.time(lambda slot: x.add(1.0), lambda slot: None, [0], REPLAY_PROBE_REPS, warmup=10,
-                              graph=True)
-        medians.append(statistics.median(times))
-    return statistics.median(medians)
+    def replay_recheck(self, graphs: dict[int, torch.cuda.CUDAGraph], outputs: dict[int, object],
+                       restore: Callable[[int], None]) -> None:
+        """One more replay per slot, its outputs poisoned first: after `before_recheck` moved the input sets
+        between the slots, the outputs must be computed from them by the replay itself. A graph that copies
+        results its call worked out while it was captured (or captured nothing at all) leaves stale values or
+        the poison behind."""
+        for slot, g in graphs.items():
+            for out in outputs[slot] if isinstance(outputs[slot], tuple) else (outputs[slot],):
+                if isinstance(out, torch.Tensor):
+                    poison_(out)
+            restore(slot)
+            g.replay()
+        torch.cuda.synchronize(self.device)
 
 
 def measure_ceilings(device: torch.device) -> dict[str, float]:

@@ -202,9 +202,13 @@ class Worker:
 
         l2.clear_persisting_l2()  # whatever an earlier request reserved: every batch starts with none
         cleared = l2.persisting_l2_bytes() or 0  # what the driver reports after the clear (a floor it keeps)
+        graph = bool(req.get("graph"))
+        # a graph batch's outputs, when asked for, come from one more replay after the input sets moved along
+        # the slots (`Timer.replay_recheck`); the parent moves its own record of them the same way
+        recheck = (lambda: self.rotate({"slots": slots})) if graph and req.get("return_outputs") else None
         with torch.no_grad():
             times, outputs = self.timer.time(
-                call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), bool(req.get("graph"))
+                call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), graph, recheck
             )
         reserved = l2.persisting_l2_bytes() or 0
         reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": reserved if reserved > cleared else 0}
@@ -233,17 +237,6 @@ class Worker:
         from d2kbench.evaluate.timing import measure_ceilings
 
         return {"ceilings": measure_ceilings(self.device)}
-
-    def replay_probe(self, req: dict) -> dict:
-        """This process's replay probe (`timing.replay_probe_ms`); the evaluator asks before a candidate loads."""
-        from d2kbench.evaluate.timing import Timer, replay_probe_ms
-
-        if self.device.type != "cuda":
-            raise RuntimeError("the replay probe needs a CUDA device")
-        if self.timer is None:
-            self.timer = Timer(self.device)
-        with torch.no_grad():
-            return {"ms": replay_probe_ms(self.timer)}
 
     def probe(self, req: dict) -> dict:
         """The copy bandwidth the GPU gives right now (see `timing.probe_copy_rate`); with `min_rate`, probing
@@ -337,7 +330,6 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "time": worker.time,
         "ceilings": worker.ceilings,
         "probe": worker.probe,
-        "replay_probe": worker.replay_probe,
         "compile": worker.compile,
         "drop": worker.drop,
         "rotate": worker.rotate,
