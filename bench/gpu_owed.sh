@@ -7,7 +7,7 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # What bench/results/2026-12-03-h200-graph-events left open, in order:
 #   recheck   the checked round's graph batch replayed once more after the sets moved along, outputs poisoned
-#             (Timer.replay_recheck): gpu_graph_cached.py must be incorrect/timed_output_mismatch on the toy's n1m
+#             (Timer.replay_recheck): gpu_graph_cached.py must be incorrect/graph_replay_mismatch on the toy's n1m
 #             (now latency-bound), the toy's expert must pass, and so must the planted files that passed before
 #   stability all four experts as candidates with graph replays timed inside the graph and results device to
 #             device (both defaults now): fractions of the 5 us kernels (quant m8 was 0.986-1.014 in two warm
@@ -25,8 +25,9 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-once recheck 150 python3 bench/gpu_integrity.py --tasks '' --planted \
+once recheck 120 python3 bench/gpu_integrity.py --tasks '' --planted \
   gpu_graph_cached.py,timed_pointer_cache.py,gpu_side_stream.py,gpu_timer_halved.py,wrong_values.py --json "$R/recheck.json"
+once toy_expert 60 python3 -m d2kbench eval tests/fixtures/toy_axpy tests/fixtures/toy_axpy/expert.py --hidden
 once stability 330 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json" \
   --tasks quant_per_token_group_fp8,moe_align_block_size,attn_decode_paged_gqa,muon_newton_schulz
 if [ -n "${RUN_TASKS:-}" ]; then

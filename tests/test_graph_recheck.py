@@ -20,6 +20,7 @@ def evaluation(toy_task, monkeypatch, tmp_path):
     monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
     sets = toy_task.correctness_sets
     ev.expected["n200"] = {i: [torch.full((200,), float(i + 1))] for i in range(sets)}  # each set's own outputs
+    ev.inputs["n200"] = {i: [torch.randn(200), torch.randn(200), 1.5] for i in range(sets + 1)}
     ev.expected_strides["n200"] = [[1]]
     ev.slot_set["n200"] = {i: i for i in range(sets)}
     ev.spool_dir = tmp_path
@@ -35,26 +36,39 @@ def graph_reply(ev: Evaluation, spool, set_in_slot) -> dict:
     return {"times_ms": [0.01] * 3, "outputs": slots, "inputs": {key: [{"scalar": None}] * 3 for key in slots}}
 
 
+def graph_batch(ev: Evaluation, tmp_path, set_in_slot) -> list[float] | None:
+    """The checked round's graph batch of the candidate, its worker answering with `graph_reply`."""
+    ev.cand = StandInCandidate(graph_reply(ev, tmp_path, set_in_slot))
+    ev.cand.spool = tmp_path
+    slots = [ev.slot_id("n200", k) for k in range(ev.task.correctness_sets)]
+    return ev.timed_batch(ev.task.workload("n200"), WorkloadResult("n200", "scored"), "candidate", ev.cand, slots,
+                          3, graph=True, validate=True)
+
+
 @pytest.mark.parametrize("honest", [True, False])
 def test_a_graph_batchs_outputs_are_checked_against_the_sets_moved_one_slot_along(evaluation, tmp_path, honest):
     """Slot k holds set k+1 after the move; a graph that replays results worked out while it was captured
     still answers with set k's and is wrong."""
     sets = evaluation.task.correctness_sets
     moved = (lambda k: (k + 1) % sets) if honest else (lambda k: k)
-    evaluation.cand = StandInCandidate(graph_reply(evaluation, tmp_path, moved))
-    evaluation.cand.spool = tmp_path
-    slots = [evaluation.slot_id("n200", k) for k in range(sets)]
-    wr = WorkloadResult("n200", "scored")
-    times = evaluation.timed_batch(evaluation.task.workload("n200"), wr, "candidate", evaluation.cand, slots, 3,
-                                   graph=True, validate=True)
+    assert graph_batch(evaluation, tmp_path, moved) == [0.01] * 3
     [sent] = evaluation.cand.sent
-    assert sent["graph"] and sent["return_outputs"]  # the worker is asked for the recheck's outputs
-    assert times == [0.01] * 3
+    assert sent["graph"] and sent["return_outputs"] and sent["move_sets"]  # the recheck, after the move
     assert evaluation.slot_set["n200"] == {k: (k + 1) % sets for k in range(sets)}  # the parent's record moved
     if honest:
         assert evaluation.result.verdict == "pass"
     else:
-        assert (evaluation.result.verdict, evaluation.result.reason) == ("incorrect", "timed_output_mismatch")
+        assert (evaluation.result.verdict, evaluation.result.reason) == ("incorrect", "graph_replay_mismatch")
+        assert "after its inputs changed in place" in evaluation.result.detail
+
+
+def test_sets_whose_scalars_differ_are_not_moved_under_a_graph(evaluation, tmp_path):
+    """A scalar is baked into the captured graph: with sets that differ in one, the recheck replays in place."""
+    sets = evaluation.task.correctness_sets
+    evaluation.inputs["n200"][1][2] = 2.5
+    assert graph_batch(evaluation, tmp_path, lambda k: k) == [0.01] * 3
+    assert evaluation.cand.sent[0]["return_outputs"] and not evaluation.cand.sent[0]["move_sets"]
+    assert evaluation.slot_set["n200"] == {k: k for k in range(sets)} and evaluation.result.verdict == "pass"
 
 
 def test_the_checked_rounds_graph_batch_is_validated_like_its_event_batch(evaluation, monkeypatch):

@@ -46,7 +46,9 @@ computed by Triton kernels that the file launches.
   written in place; new inputs must give new outputs (no caching); all work must be done when the current
   stream is synchronized.
 - Speed: the time of `run` against the PyTorch reference on the task's workloads, and on hidden workloads
-  of other shapes that are checked for correctness.
+  of other shapes that are checked for correctness. Latency-bound workloads are timed by replaying a CUDA
+  graph captured from one call, as serving engines run them: the captured work must read its inputs on the GPU
+  when replayed (the graph is replayed again after its inputs change in place, and its outputs are checked).
 
 # Tools
 {tools}

@@ -39,6 +39,12 @@ CONTENDED_SHARE = 0.8
 # gpu_contended (bench/results/2026-12-03-h200-owed-7). The candidate is stopped and drained before the batch, so
 # a share that recovers within this window was the GPU's own, not work beside the baseline.
 SETTLE_S = 0.5
+# what a latency-bound workload's graph recheck (`Timer.replay_recheck`) says when its outputs are wrong
+GRAPH_REPLAY_WRONG = (
+    "the CUDA graph captured from your call, replayed once more{moved} with its outputs poisoned, gave wrong "
+    "outputs: {detail}. Latency-bound workloads are scored on graph replays, as a serving engine runs them, so "
+    "the captured work must read its inputs on the GPU when replayed (no launch decisions from input values on "
+    "the host, no results worked out before the capture)")
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -766,6 +772,13 @@ class Evaluation:
         self.sets_moved_along(workload)
         return True
 
+    def sets_can_move(self, workload: Workload) -> bool:
+        """Whether the graph recheck may move the input sets between the slots: only tensors change under a
+        captured graph, so every other input must be the same in every set."""
+        sets = list(self.inputs[workload.name].values())  # the last one too: it was written over slot 0
+        return all(isinstance(v, torch.Tensor | Exported) or all(s[k] == v for s in sets)
+                   for k, v in enumerate(sets[0]))
+
     def sets_moved_along(self, workload: Workload) -> None:
         """Record that the candidate's worker moved the input sets one slot along (slot k holds slot k+1's)."""
         held = self.slot_set[workload.name]
@@ -773,8 +786,10 @@ class Evaluation:
 
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
+        returned = validate and fn == "candidate"
+        move_sets = returned and graph and self.sets_can_move(workload)
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
-                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": validate and fn == "candidate",
+                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": returned, "move_sets": move_sets,
                    **self.export_flag()}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
@@ -810,7 +825,6 @@ class Evaluation:
             wall_ms = (time.perf_counter() - start) * 1e3
         if worker is self.cand:
             try:
-                returned = validate and fn == "candidate"
                 self.check_candidate_reply(reply, {"times_ms": list, **({"outputs": dict, "inputs": dict}
                                                                         if returned else {})})
                 keys = {str(s) for s in slots}
@@ -832,8 +846,8 @@ class Evaluation:
                                     workload.name))
         if not graph and not validate and times:  # a validated batch also writes its outputs out
             self.batch_walls.setdefault(fn, []).append((request_ms, times, max(WARMUP_CALLS, len(slots))))
-        if validate and fn == "candidate":
-            if graph:  # its outputs come from a replay after the worker moved the sets along (`replay_recheck`)
+        if returned:
+            if move_sets:  # its outputs come from a replay after the worker moved the sets along (`replay_recheck`)
                 self.sets_moved_along(workload)
             for slot_key, descs in reply["outputs"].items():
                 index = int(slot_key) - self.slot_id(workload.name, 0)
@@ -845,7 +859,11 @@ class Evaluation:
                     return None
                 expected_set = self.slot_set[workload.name][index]
                 mismatch = self.compare(workload, expected_set, outs, after, [d.get("strides") for d in descs])
-                if mismatch:
+                if mismatch and graph:
+                    self.result.add(Failure("incorrect", "graph_replay_mismatch", GRAPH_REPLAY_WRONG.format(
+                        moved=" after its inputs changed in place" if move_sets else "", detail=mismatch[1]),
+                        workload.name))
+                elif mismatch:
                     self.result.add(Failure("incorrect", "timed_output_mismatch",
                                             f"an output of the timed runs is wrong: {mismatch[1]}", workload.name))
         return times

@@ -20,6 +20,7 @@ REASONS = {
     ),
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
+        "graph_replay_mismatch",
     ),
     "infra": ("harness_error", "worker_start_failed", "worker_lost", "gpu_contended"),
 }

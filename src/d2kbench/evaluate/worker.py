@@ -203,9 +203,11 @@ class Worker:
         l2.clear_persisting_l2()  # whatever an earlier request reserved: every batch starts with none
         cleared = l2.persisting_l2_bytes() or 0  # what the driver reports after the clear (a floor it keeps)
         graph = bool(req.get("graph"))
-        # a graph batch's outputs, when asked for, come from one more replay after the input sets moved along
-        # the slots (`Timer.replay_recheck`); the parent moves its own record of them the same way
-        recheck = (lambda: self.rotate({"slots": slots})) if graph and req.get("return_outputs") else None
+        # a graph batch's outputs, when asked for, come from one more replay (`Timer.replay_recheck`), after the
+        # input sets moved one slot along where the parent asks (`move_sets`; it moves its own record the same way)
+        recheck = None
+        if graph and req.get("return_outputs"):
+            recheck = (lambda: self.rotate({"slots": slots})) if req.get("move_sets") else (lambda: None)
         with torch.no_grad():
             times, outputs = self.timer.time(
                 call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), graph, recheck
