@@ -1,9 +1,11 @@
 """The graph-replay times of latency-bound workloads are scored, so the replays' outputs are checked too: in the
 checked round the candidate's worker moves the input sets one slot along after the timed replays and replays each
-graph once more, its outputs poisoned (`Timer.replay_recheck`). The parent's side, the worker stood in for."""
+graph once more, its outputs poisoned (`Timer.replay_recheck`). The parent's side with the worker stood in for, and
+the worker's side on CPU tensors with the graphs stood in for (a real capture needs a GPU: bench/gpu_owed.sh)."""
 
 import contextlib
 import dataclasses
+import types
 
 import pytest
 import torch
@@ -84,3 +86,40 @@ def test_the_checked_rounds_graph_batch_is_validated_like_its_event_batch(evalua
     evaluation.time_workload(workload, WorkloadResult("n200", "scored"))
     checked = [graph for fn, graph, validate in seen if fn == "candidate" and validate]
     assert checked == [False, True]  # one round: its event batch, then its graph batch
+
+
+@pytest.mark.parametrize("graph_kind", ["computes", "copies_its_capture", "captured_nothing"])
+def test_the_recheck_leaves_right_outputs_only_to_a_graph_that_computes(monkeypatch, tmp_path, graph_kind):
+    """The worker's side on CPU tensors: `Worker.rotate` moves the sets, then `Timer.replay_recheck` poisons and
+    replays. Stand-in graphs (a replay is a Python function writing the captured output) show what each kind
+    leaves: the moved sets' answers, the sets' answers from before the move, or the poison."""
+    from d2kbench.evaluate.timing import Timer
+    from d2kbench.evaluate.worker import Worker
+
+    worker = Worker("candidate", tmp_path, "cpu")
+    sets = [[torch.randn(8), torch.randn(8), 1.5] for _ in range(3)]
+    for slot, values in enumerate(sets):
+        worker._store(slot, [v.clone() if isinstance(v, torch.Tensor) else v for v in values])
+    answer = [s[2] * s[0] + s[1] for s in sets]  # what the call worked out for each slot when it was captured
+    outputs = {slot: answer[slot].clone() for slot in range(3)}  # as the timed replays left them
+
+    def replay(slot):
+        x, y, alpha = worker.slots[slot]
+        if graph_kind == "computes":
+            outputs[slot].copy_(alpha * x + y)
+        elif graph_kind == "copies_its_capture":
+            outputs[slot].copy_(answer[slot])
+
+    graphs = {slot: types.SimpleNamespace(replay=lambda slot=slot: replay(slot)) for slot in range(3)}
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    timer = object.__new__(Timer)  # no flush buffer or clock: the recheck needs neither
+    timer.device = torch.device("cpu")
+    worker.rotate({"slots": [0, 1, 2]})
+    timer.replay_recheck(graphs, outputs, worker._restore)
+    for k in range(3):
+        if graph_kind == "computes":
+            assert torch.allclose(outputs[k], answer[(k + 1) % 3])  # slot k holds set k+1 now
+        elif graph_kind == "copies_its_capture":
+            assert torch.equal(outputs[k], answer[k]) and not torch.allclose(outputs[k], answer[(k + 1) % 3])
+        else:
+            assert outputs[k].isnan().all()
