@@ -73,19 +73,39 @@ def test_sets_whose_scalars_differ_are_not_moved_under_a_graph(evaluation, tmp_p
     assert evaluation.slot_set["n200"] == {k: k for k in range(sets)} and evaluation.result.verdict == "pass"
 
 
-def test_the_checked_rounds_graph_batch_is_validated_like_its_event_batch(evaluation, monkeypatch):
+def time_rounds(evaluation, monkeypatch, checked_graph_times: list[float]) -> tuple[list[tuple], WorkloadResult]:
+    """`time_workload` on a latency-bound n200, the batches stood in for: every batch gives times, except the
+    candidate's graph batch in the checked round, which gives `checked_graph_times`."""
     evaluation.cand = object()
     seen = []
+
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate):
+        seen.append((fn, graph, validate))
+        return checked_graph_times if (fn, graph, validate) == ("candidate", True, True) else [0.1] * reps
+
     monkeypatch.setattr(evaluation, "gpu_uncontended", lambda workload, wr: True)
     monkeypatch.setattr(evaluation, "check_unaccounted_time", lambda workload, wr: None)
     monkeypatch.setattr(evaluation, "score_workload", lambda workload, wr: None)
     monkeypatch.setattr(evaluation, "rotate_candidate_slots", lambda workload, slots: True)
-    monkeypatch.setattr(evaluation, "timed_batch", lambda workload, wr, fn, worker, slots, reps, graph, validate:
-                        seen.append((fn, graph, validate)) or [0.1] * reps)
-    workload = dataclasses.replace(evaluation.task.workload("n200"), latency_bound=True)
-    evaluation.time_workload(workload, WorkloadResult("n200", "scored"))
+    monkeypatch.setattr(evaluation, "timed_batch", timed_batch)
+    wr = WorkloadResult("n200", "scored")
+    evaluation.time_workload(dataclasses.replace(evaluation.task.workload("n200"), latency_bound=True), wr)
+    return seen, wr
+
+
+def test_the_checked_rounds_graph_batch_is_validated_like_its_event_batch(evaluation, monkeypatch):
+    seen, wr = time_rounds(evaluation, monkeypatch, [0.1] * 5)
     checked = [graph for fn, graph, validate in seen if fn == "candidate" and validate]
     assert checked == [False, True]  # one round: its event batch, then its graph batch
+    assert wr.timings["candidate"].graph_median_ms == pytest.approx(0.1)
+
+
+def test_no_graph_in_the_checked_round_means_no_graph_time_for_the_candidate(evaluation, monkeypatch):
+    """A capture that fails only where it would be checked must not leave the other rounds' graphs scored."""
+    _, wr = time_rounds(evaluation, monkeypatch, [])
+    assert wr.timings["candidate"].graph_median_ms is None  # its events time is scored (`score_workload`)
+    assert wr.timings["expert"].graph_median_ms == pytest.approx(0.1)
+    assert any("graph times not scored" in e for e in wr.errors)
 
 
 @pytest.mark.parametrize("graph_kind", ["computes", "copies_its_capture", "captured_nothing"])

@@ -666,6 +666,7 @@ class Evaluation:
         # way (the candidate's input sets moved between its slots), so a candidate that counts calls or watches
         # for the rotation cannot tell it from the rest and cheat around it.
         checked = 1 + secrets.randbelow(self.options.rounds)
+        unchecked_graphs = False  # the checked round's graph batch of the candidate gave no times
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
@@ -684,6 +685,12 @@ class Evaluation:
                                               validate=(rnd == checked))
                     if gtimes:
                         graph_samples[fn] += gtimes
+                    elif rnd == checked and fn == "candidate":
+                        unchecked_graphs = True
+        if unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
+            graph_samples["candidate"] = []
+            wr.errors.append("candidate: no CUDA graph in the round whose graph outputs were checked; graph "
+                             "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
         for fn, values in samples.items():
