@@ -11,7 +11,9 @@
 #             (now latency-bound), the toy's expert must pass, and so must the planted files that passed before
 #   stability all four experts as candidates with graph replays timed inside the graph and results device to
 #             device (both defaults now): fractions of the 5 us kernels (quant m8 was 0.986-1.014 in two warm
-#             evaluations; moe qwen3_30b 0.956-0.961), and whether the recheck leaves every verdict a pass
+#             evaluations; moe qwen3_30b 0.956-0.961), whether the recheck leaves every verdict a pass, and the
+#             warm evaluations' wall time with workers started ahead (EvalOptions.prestart; predicted about 4 s
+#             less than this session's: quant 15.0-19.1 s, moe 19.9-25.0, attention 20.8, muon 37.5)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -28,7 +30,7 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 once recheck 120 python3 bench/gpu_integrity.py --tasks '' --planted \
   gpu_graph_cached.py,timed_pointer_cache.py,gpu_side_stream.py,gpu_timer_halved.py,wrong_values.py --json "$R/recheck.json"
 once toy_expert 60 python3 -m d2kbench eval tests/fixtures/toy_axpy tests/fixtures/toy_axpy/expert.py --hidden
-once stability 330 python3 bench/evaluator_stability.py --repeats 2 --json "$R/stability.json" \
+once stability 330 python3 bench/evaluator_stability.py --repeats 2 --prestart --json "$R/stability.json" \
   --tasks quant_per_token_group_fp8,moe_align_block_size,attn_decode_paged_gqa,muon_newton_schulz
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"

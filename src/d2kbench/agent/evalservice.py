@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import hashlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -43,13 +44,17 @@ class LocalEvalService:
     file lock already serialises timing per GPU across processes; this queue keeps one evaluation per
     device in this process so that concurrent agents never share a GPU's correctness runs either.
     Compile reports need no device (they compile for sm_90 on the CPU) and run beside evaluations.
+    Each device's evaluations run on a thread of its own, so that with `prestart` (the default) each one takes
+    the workers the one before started (`EvalOptions.prestart`).
     """
 
-    def __init__(self, devices: list[str]):
+    def __init__(self, devices: list[str], prestart: bool = True):
         if not devices:
             raise ValueError("LocalEvalService needs at least one device ('cpu' or 'cuda:N')")
         self.devices = list(devices)
         self.gpu = any(d.startswith("cuda") for d in self.devices)
+        self.prestart = prestart
+        self._threads = {d: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"d2k-{d}") for d in self.devices}
         self._free: asyncio.Queue[str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._jobs: set[asyncio.Future] = set()  # evaluations in flight (kept alive when their caller is cancelled)
@@ -73,7 +78,7 @@ class LocalEvalService:
 
         async def work_then_free() -> T:
             try:
-                return await asyncio.to_thread(work, device)
+                return await asyncio.get_running_loop().run_in_executor(self._threads[device], work, device)
             finally:
                 free.put_nowait(device)
 
@@ -85,7 +90,8 @@ class LocalEvalService:
     async def evaluate(self, task: Task, candidate: Path, options: EvalOptions) -> EvalResult:
         """Evaluate on the first free device."""
         return await self._on_free_device(
-            lambda device: evaluate(task, candidate, dataclasses.replace(options, device=device)))
+            lambda device: evaluate(task, candidate, dataclasses.replace(options, device=device,
+                                                                         prestart=self.prestart)))
 
     async def compile_report(self, task: Task, candidate: Path) -> list[dict[str, Any]]:
         """The sm_90 compile report; the same source on the same task is compiled once (the report depends on

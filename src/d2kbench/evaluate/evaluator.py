@@ -26,6 +26,7 @@ import torch
 
 from d2kbench.evaluate import channel, hardware, ipc, static_scan
 from d2kbench.evaluate.compare import compare_output, output_error
+from d2kbench.evaluate.prestart import PRESTARTED, remove_folders
 from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, Timing, WorkloadResult
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
@@ -83,6 +84,9 @@ class EvalOptions:
     # loads, and files where that check fails
     device_outputs: bool = True
     reference_error: bool = False  # also measure the reference's error against the oracle (d2k suite bench)
+    # once this evaluation's workers are up, start the pair for the next evaluation of the same task in this thread,
+    # and take the pair an earlier one started (`prestart.py`): an agent's run evaluates one task again and again
+    prestart: bool = False
     fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
 
@@ -176,6 +180,7 @@ class Evaluation:
         self.env = worker_env(self.device, self.work)
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None
+        self.prestarted: list[WorkerProcess] = []  # workers an earlier evaluation started for this one
         self.ceilings: dict[str, float] | None = None  # this GPU's (`gpu_ceilings`)
         self.inputs: dict[str, dict[int, list[Any]]] = {}
         # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
@@ -212,11 +217,25 @@ class Evaluation:
         return base + index
 
     # -- workers --------------------------------------------------------------------------------
-    def spawn(self, role: str) -> WorkerProcess:
+    def spawn(self, role: str, scratch: Path | None = None, spool: Path | None = None) -> WorkerProcess:
+        """A new worker of `role`, its folders in this evaluation's scratch and spool unless others are given."""
         sandbox = None
         if role == "candidate" and self.options.sandbox:
             sandbox = Sandbox(SandboxSettings(), [Path(self.task.path)], self.device)
-        return WorkerProcess(role, self.device, self.spool, self.work, self.env, sandbox)
+        return WorkerProcess(role, self.device, spool or self.spool, scratch or self.work, self.env, sandbox)
+
+    def prestart_key(self) -> tuple:
+        """What a prestarted worker must have been started for: the same device, task, sandbox and environment."""
+        return self.device, str(self.task.path), self.options.sandbox, tuple(sorted(self.env.items()))
+
+    def take_or_spawn(self, role: str) -> WorkerProcess:
+        """The worker an earlier evaluation started for this one (`prestart`), else a new one."""
+        worker = PRESTARTED.take(self.prestart_key(), role) if self.options.prestart else None
+        if worker is None:
+            return self.spawn(role)
+        self.prestarted.append(worker)
+        self.result.environment.setdefault("prestarted", []).append(role)
+        return worker
 
     def start_trusted(self, spawned: WorkerProcess | None = None) -> None:
         self.trusted = spawned or self.spawn("trusted")
@@ -934,6 +953,8 @@ class Evaluation:
             worker.close()
         if self.cand is not None and self.cand.sandbox is not None:
             self.cand.sandbox.keep_cache(self.cand.home)
+        for worker in self.prestarted:  # their folders are the prestart's, not under this evaluation's
+            remove_folders(worker)
         shutil.rmtree(self.spool, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
 
@@ -949,7 +970,7 @@ class Evaluation:
         workloads = select_workloads(self.task, self.options, self.gpu)
         self.result.workloads = [WorkloadResult(w.name, w.split) for w in workloads]
         with self.phase("start_workers"):
-            trusted, cand = self.spawn("trusted"), self.spawn("candidate")  # both import torch at once
+            trusted, cand = self.take_or_spawn("trusted"), self.take_or_spawn("candidate")  # both start at once
             try:
                 self.start_trusted(trusted)
             except (RequestFailed, WorkerFault) as exc:
@@ -965,6 +986,8 @@ class Evaluation:
                 cand = self.check_device_inputs(cand)
             if self.export_outputs:
                 cand = self.check_device_outputs(cand)
+            if self.options.prestart:  # this evaluation's workers are up: the next one's start beside its work
+                PRESTARTED.start(self.prestart_key(), self.spawn)
             if not self.start_candidate(cand):
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):

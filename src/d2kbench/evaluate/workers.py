@@ -86,7 +86,7 @@ class WorkerProcess:
         self.role, self.device, self.sandbox = role, device, sandbox
         self.home = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=scratch))
         self.spool = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=spool))
-        self.log_path = scratch / f"{role}.log"
+        self.log_path = scratch / f"{self.home.name}.log"  # one per worker: scratch may hold several of a role
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         src_root = str(Path(__file__).resolve().parents[2])
