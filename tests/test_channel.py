@@ -1,5 +1,9 @@
 """The tensor files of the private channel: round trips, mapped reads, size checks."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -52,3 +56,18 @@ def test_a_linked_value_shares_the_file_read_only_and_reads_back_equal(tmp_path)
     assert torch.equal(channel.unpack_value(linked, tmp_path / "cand"), value)
     assert not target.exists() and source.exists()  # the reader consumed its link, not the file
     assert channel.link_value(mapped, tmp_path / "trusted" / "gone.bin", tmp_path / "cand") is None
+
+
+def test_a_private_folder_sweeps_what_dead_processes_left(tmp_path):
+    """A process killed by SIGKILL cleans nothing up: the next folder of the same kind removes its leftovers,
+    never a live process's."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f"d2k-spool-{int(dead.stdout)}-abc"
+    (left / "worker").mkdir(parents=True)
+    live = tmp_path / f"d2k-spool-{os.getpid()}-def"
+    live.mkdir()
+    other_kind = tmp_path / f"d2k-eval-{int(dead.stdout)}-ghi"
+    other_kind.mkdir()
+    made = channel.private_folder("d2k-spool-", tmp_path)
+    assert made.is_dir() and made.name.startswith(f"d2k-spool-{os.getpid()}-")
+    assert not left.exists() and live.exists() and other_kind.exists()

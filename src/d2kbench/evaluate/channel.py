@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,28 @@ def spool_root() -> Path:
     """Where tensor files are written: memory-backed where the machine has /dev/shm."""
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(os.environ.get("TMPDIR", "/tmp"))
+
+
+def private_folder(prefix: str, root: Path | None = None) -> Path:
+    """A new folder `<prefix><pid>-<random>` under `root` (the temporary folder by default), once the folders of
+    that prefix left by processes that died are removed: a process killed by SIGKILL cleans nothing up, and a
+    spool under /dev/shm holds memory."""
+    root = Path(root or tempfile.gettempdir())
+    for old in root.glob(f"{prefix}*-*"):
+        pid = old.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def pack_value(value: Any, spool: Path) -> dict[str, Any]:

@@ -175,8 +175,8 @@ class Evaluation:
             task=task.id, candidate=str(self.candidate), mode="gpu" if self.gpu else "interpreter",
             device=self.device, seed=self.secret, environment=hardware.environment(self.device),
         )
-        self.work = Path(tempfile.mkdtemp(prefix="d2k-eval-"))
-        self.spool = Path(tempfile.mkdtemp(prefix="d2k-spool-", dir=channel.spool_root()))
+        self.work = channel.private_folder("d2k-eval-")
+        self.spool = channel.private_folder("d2k-spool-", channel.spool_root())
         self.env = worker_env(self.device, self.work)
         self.trusted: WorkerProcess | None = None
         self.cand: WorkerProcess | None = None

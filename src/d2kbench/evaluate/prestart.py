@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -46,8 +45,8 @@ class Prestarted:
     def folders(self) -> tuple[Path, Path]:
         """Scratch and spool folders of prestarted workers: outside any evaluation's, which its close removes."""
         if self.work is None or self.spool is None:
-            self.work = Path(tempfile.mkdtemp(prefix="d2k-prestart-"))
-            self.spool = Path(tempfile.mkdtemp(prefix="d2k-prestart-spool-", dir=channel.spool_root()))
+            self.work = channel.private_folder("d2k-prestart-")
+            self.spool = channel.private_folder("d2k-prestart-spool-", channel.spool_root())
         return self.work, self.spool
 
     def take(self, key: Hashable, role: str) -> WorkerProcess | None:
