@@ -60,14 +60,16 @@ def test_a_linked_value_shares_the_file_read_only_and_reads_back_equal(tmp_path)
 
 def test_a_private_folder_sweeps_what_dead_processes_left(tmp_path):
     """A process killed by SIGKILL cleans nothing up: the next folder of the same kind removes its leftovers,
-    never a live process's."""
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    left = tmp_path / f"d2k-spool-{int(dead.stdout)}-abc"
+    never a live process's, nor one of another pid namespace (where the pid means another process)."""
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    here = channel.pid_namespace()
+    left = tmp_path / f"d2k-spool-{dead}.{here}-abc"
     (left / "worker").mkdir(parents=True)
-    live = tmp_path / f"d2k-spool-{os.getpid()}-def"
-    live.mkdir()
-    other_kind = tmp_path / f"d2k-eval-{int(dead.stdout)}-ghi"
-    other_kind.mkdir()
+    kept = [tmp_path / f"d2k-spool-{os.getpid()}.{here}-def", tmp_path / f"d2k-spool-{dead}.1{here}-ghi",
+            tmp_path / f"d2k-eval-{dead}.{here}-jkl"]  # alive; another namespace; another kind
+    for folder in kept:
+        folder.mkdir()
     made = channel.private_folder("d2k-spool-", tmp_path)
-    assert made.is_dir() and made.name.startswith(f"d2k-spool-{os.getpid()}-")
-    assert not left.exists() and live.exists() and other_kind.exists()
+    assert made.is_dir() and made.name.startswith(f"d2k-spool-{os.getpid()}.{here}-")
+    assert not left.exists() and all(folder.exists() for folder in kept)

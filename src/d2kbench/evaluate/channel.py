@@ -85,15 +85,25 @@ def spool_root() -> Path:
 
 
 def private_folder(prefix: str, root: Path | None = None) -> Path:
-    """A new folder `<prefix><pid>-<random>` under `root` (the temporary folder by default), once the folders of
-    that prefix left by processes that died are removed: a process killed by SIGKILL cleans nothing up, and a
-    spool under /dev/shm holds memory."""
+    """A new folder `<prefix><pid>.<pid namespace>-<random>` under `root` (the temporary folder by default), once
+    the folders of that prefix left by processes of this namespace that died are removed: a process killed by
+    SIGKILL cleans nothing up, and a spool under /dev/shm holds memory. (A folder of another pid namespace, a
+    container sharing the folder, is never touched: its pids mean nothing here.)"""
     root = Path(root or tempfile.gettempdir())
-    for old in root.glob(f"{prefix}*-*"):
-        pid = old.name[len(prefix):].split("-", 1)[0]
+    namespace = pid_namespace()
+    for old in root.glob(f"{prefix}*.{namespace}-*"):
+        pid = old.name[len(prefix):].split(".", 1)[0]
         if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.{namespace}-", dir=root))
+
+
+def pid_namespace() -> str:
+    """This process's pid namespace (its inode), or "0" where /proc does not say."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
 
 
 def process_alive(pid: int) -> bool:
