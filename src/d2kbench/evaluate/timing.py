@@ -103,11 +103,11 @@ class Timer:
             graphs[slot] = torch.cuda.CUDAGraph()
             marks[slot] = [torch.cuda.Event(enable_timing=True, external=True) for _ in range(2 * inside)]
             with torch.cuda.graph(graphs[slot]):
-                for mark in marks[slot][:1]:
-                    mark.record()
+                if inside:
+                    marks[slot][0].record()
                 outputs[slot] = call(slot)
-                for mark in marks[slot][1:]:
-                    mark.record()
+                if inside:
+                    marks[slot][1].record()
         torch.cuda.synchronize(self.device)
         times: list[float] = []
         outside = [[torch.cuda.Event(enable_timing=True) for _ in range(2)] for _ in range(0 if inside else reps)]
