@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import os
 import queue
+import shutil
 import tempfile
 import threading
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from d2kbench.evaluate.channel import private_folder
 from d2kbench.evaluate.evaluator import EvalOptions
 from d2kbench.evaluate.result import EvalResult, Failure
 from d2kbench.runs.cells import Cell
@@ -110,10 +112,13 @@ class EvalActor:
         self.service = (service_factory or local_service)(self.device)
 
     async def evaluate(self, task: Task, name: str, source: bytes, options: EvalOptions) -> EvalResult:
-        with tempfile.TemporaryDirectory(prefix="d2k-eval-") as scratch:
-            candidate = Path(scratch) / name
+        scratch = private_folder("d2k-actor-")  # swept by the next one if this actor is killed meanwhile
+        try:
+            candidate = scratch / name
             candidate.write_bytes(source)
             result = await self.service.evaluate(task, candidate, options)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         result.environment["ray"] = {"actor": self.index, "node": self.node, "device": self.device}
         return result
 
