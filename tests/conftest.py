@@ -38,3 +38,14 @@ class StandInCandidate:
 
     def log_tail(self):
         return ""
+
+
+def stand_in_timing(ev, monkeypatch, timed_batch, rotate=lambda workload, slots: True) -> None:
+    """What `Evaluation.time_workload` calls, stood in for: a quiet GPU, no timer check or scoring, the rotation
+    and the timed batches answered by `rotate` and `timed_batch` (no worker is asked anything)."""
+    ev.cand = object()
+    monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
+    monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)
+    monkeypatch.setattr(ev, "score_workload", lambda workload, wr: None)
+    monkeypatch.setattr(ev, "rotate_candidate_slots", rotate)
+    monkeypatch.setattr(ev, "timed_batch", timed_batch)

@@ -13,7 +13,7 @@ import torch
 from d2kbench.evaluate import channel, evaluator
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
-from tests.conftest import StandInCandidate
+from tests.conftest import StandInCandidate, stand_in_timing
 
 
 @pytest.fixture
@@ -76,18 +76,13 @@ def test_sets_whose_scalars_differ_are_not_moved_under_a_graph(evaluation, tmp_p
 def time_rounds(evaluation, monkeypatch, checked_graph_times: list[float]) -> tuple[list[tuple], WorkloadResult]:
     """`time_workload` on a latency-bound n200, the batches stood in for: every batch gives times, except the
     candidate's graph batch in the checked round, which gives `checked_graph_times`."""
-    evaluation.cand = object()
     seen = []
 
     def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate):
         seen.append((fn, graph, validate))
         return checked_graph_times if (fn, graph, validate) == ("candidate", True, True) else [0.1] * reps
 
-    monkeypatch.setattr(evaluation, "gpu_uncontended", lambda workload, wr: True)
-    monkeypatch.setattr(evaluation, "check_unaccounted_time", lambda workload, wr: None)
-    monkeypatch.setattr(evaluation, "score_workload", lambda workload, wr: None)
-    monkeypatch.setattr(evaluation, "rotate_candidate_slots", lambda workload, slots: True)
-    monkeypatch.setattr(evaluation, "timed_batch", timed_batch)
+    stand_in_timing(evaluation, monkeypatch, timed_batch)
     wr = WorkloadResult("n200", "scored")
     evaluation.time_workload(dataclasses.replace(evaluation.task.workload("n200"), latency_bound=True), wr)
     return seen, wr

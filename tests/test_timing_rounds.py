@@ -7,6 +7,7 @@ import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
+from tests.conftest import stand_in_timing
 
 ROUNDS = 5
 
@@ -14,18 +15,14 @@ ROUNDS = 5
 @pytest.fixture
 def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", rounds=ROUNDS))
-    ev.cand = object()  # the batches below are stood in for: no worker is asked anything
     events: list[tuple] = []
-    monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
-    monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)
-    monkeypatch.setattr(ev, "score_workload", lambda workload, wr: None)
-    monkeypatch.setattr(ev, "rotate_candidate_slots", lambda workload, slots: events.append(("rotate",)) or True)
 
     def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate):
         events.append(("batch", fn, validate))
         return [0.1] * reps
 
-    monkeypatch.setattr(ev, "timed_batch", timed_batch)
+    stand_in_timing(ev, monkeypatch, timed_batch,
+                    rotate=lambda workload, slots: events.append(("rotate",)) or True)
     ev.events = events
     yield ev
     ev.cand = None

@@ -107,6 +107,7 @@ def pid_namespace() -> str:
 
 
 def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists (it may belong to another uid: a sandboxed worker asking of its parent)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -167,9 +167,10 @@ class Evaluation:
         self.task, self.candidate, self.options = task, candidate.resolve(), options
         self.device = resolve_device(options.device)
         self.gpu = self.device.startswith("cuda")
-        # a custom comparison reads the inputs in the parent: those tasks keep their input files
-        self.export_inputs = self.gpu and options.device_inputs and all(o.compare != "custom" for o in task.outputs)
-        self.export_outputs = self.gpu and options.device_outputs and all(o.compare != "custom" for o in task.outputs)
+        # a custom comparison reads the inputs and results in the parent: those tasks keep their files
+        device_routes = self.gpu and all(o.compare != "custom" for o in task.outputs)
+        self.export_inputs = device_routes and options.device_inputs
+        self.export_outputs = device_routes and options.device_outputs
         self.secret = options.seed if options.seed is not None else secrets.randbits(62)
         self.result = EvalResult(
             task=task.id, candidate=str(self.candidate), mode="gpu" if self.gpu else "interpreter",

@@ -38,10 +38,6 @@ class Prestarted:
         self.work: Path | None = None
         self.spool: Path | None = None
 
-    def waiting(self, key: Hashable) -> dict[str, WorkerProcess]:
-        """This thread's waiting workers for `key`, by role."""
-        return self.pairs.get((threading.get_ident(), key), {})
-
     def folders(self) -> tuple[Path, Path]:
         """Scratch and spool folders of prestarted workers: outside any evaluation's, which its close removes."""
         if self.work is None or self.spool is None:
@@ -64,10 +60,10 @@ class Prestarted:
         thread = threading.get_ident()
         with self.lock:
             running = {t.ident for t in threading.enumerate()}
-            mine = [k for k in self.pairs if k[0] == thread and k[1] != key]
-            for old in [k for k in self.pairs if k[0] not in running] + mine[:max(0, len(mine) + 1 - PAIRS_PER_THREAD)]:
-                for worker in self.pairs.pop(old).values():
-                    discard_worker(worker)
+            ended = [k for k in self.pairs if k[0] not in running]
+            others = [k for k in self.pairs if k[0] == thread and k[1] != key]  # oldest first
+            for old in ended + others[:max(0, len(others) + 1 - PAIRS_PER_THREAD)]:
+                self._drop(old)
             waiting = self.pairs.pop((thread, key), {})
             self.pairs[(thread, key)] = waiting  # the newest now
             work, spool = self.folders()
@@ -78,14 +74,16 @@ class Prestarted:
     def discard(self) -> None:
         """Kill every waiting worker and remove the folders."""
         with self.lock:
-            for waiting in self.pairs.values():
-                for worker in waiting.values():
-                    discard_worker(worker)
-            self.pairs.clear()
+            for pair in list(self.pairs):
+                self._drop(pair)
             for folder in (self.work, self.spool):
                 if folder is not None:
                     shutil.rmtree(folder, ignore_errors=True)
             self.work = self.spool = None
+
+    def _drop(self, pair: tuple[int, Hashable]) -> None:
+        for worker in self.pairs.pop(pair).values():
+            discard_worker(worker)
 
 
 def discard_worker(worker: WorkerProcess) -> None:
