@@ -72,6 +72,10 @@ def test_evaluation_reports_where_its_time_went(toy_task):
     # the spool writes inside those requests, as the workers report them, and never more than the requests took
     assert 0 < parts["candidate.call.pack"] <= parts["candidate.call"]
     assert 0 < parts["trusted.make_inputs.pack"] <= parts["trusted.make_inputs"]
+    # and the checked calls' other stages: the call itself, the wait for late writes, the sync, the checks
+    stages = [parts[f"candidate.call.{s}"] for s in ("run", "late_writes", "sync", "checks")]  # each recorded
+    assert parts["candidate.call.run"] > 0 and sum(stages) + parts["candidate.call.pack"] <= parts["candidate.call"]
+    assert parts["candidate.call.late_writes"] >= 0.05 * 4  # LATE_WORK_WAIT_S in each of its checked calls
     assert parts["candidate.call[run, traced]"] > 0  # the traced call (the last of each workload) apart
 
 

@@ -118,7 +118,7 @@ def test_a_worker_frees_the_blocks_of_its_last_reply_at_the_next_request(tmp_pat
     w = worker.Worker("trusted", tmp_path, "cpu")
     w.exporting = True
     assert w.pack(torch.ones(3)) == {"ipc": "x", "nbytes": 0, "result": True}
-    assert w.pack(2.5) == {"scalar": 2.5} and w.parent_blocks == [1000] and w.pack_s > 0
+    assert w.pack(2.5) == {"scalar": 2.5} and w.parent_blocks == [1000] and w.stages_s["pack"] > 0
 
     to_worker, from_parent = os.pipe()
     from_worker, to_parent = os.pipe()

@@ -17,9 +17,15 @@ def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", rounds=ROUNDS))
     events: list[tuple] = []
 
-    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate):
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3):
         events.append(("batch", fn, validate))
-        return [0.1] * reps
+        ev.slots_timed.setdefault(fn, set()).add(tuple(slots))
+        ev.batch_sizes.append((reps, warmup))
+        return [ev.call_ms] * reps
+
+    sets = toy_task.correctness_sets
+    ev.slot_set["n200"] = {0: sets, **{i: i for i in range(1, sets)}}  # as check_workload leaves it
+    ev.slots_timed, ev.batch_sizes, ev.call_ms = {}, [], 0.1
 
     stand_in_timing(ev, monkeypatch, timed_batch,
                     rotate=lambda workload, slots: events.append(("rotate",)) or True)
@@ -58,3 +64,26 @@ def test_the_checked_round_is_drawn_afresh_each_time(evaluation):
         seen.update(i for i, r in enumerate(rounds_of(evaluation.events)) if ("batch", "candidate", True) in r)
     # 60 draws over 5 rounds: each round is missed with probability (4/5)**60, about 1.5e-6
     assert set(seen) == set(range(1, ROUNDS + 1))
+
+
+def test_the_baselines_time_the_input_sets_that_the_candidate_holds(evaluation):
+    """The candidate's slot 0 holds the last set (written over set 0 by the stale check); timing the baselines on
+    set 0 instead biased the fraction of expert where sets differ in work (bench/results/2026-12-04-h200-owed-9)."""
+    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+    sets = evaluation.task.correctness_sets
+    slot = lambda i: evaluation.slot_id("n200", i)  # noqa: E731
+    held = sorted(slot(i) for i in [sets, *range(1, sets)])
+    assert evaluation.slots_timed["candidate"] == {tuple(slot(i) for i in range(sets))}
+    for fn in ("reference", "expert"):
+        assert evaluation.slots_timed[fn] == {tuple(held)}
+
+
+@pytest.mark.parametrize(("call_ms", "reps", "warmup"), [(0.1, 200, 3), (4.0, 25, 3), (9.0, 11, 2), (40.0, 3, 1)])
+def test_long_kernels_take_fewer_calls_per_batch(evaluation, call_ms, reps, warmup):
+    """The estimate round's three calls and three warm-ups, then `batch_ms` (100) of timed calls, at least three and
+    at most 200, after warm-ups of at least 10 ms (at least one, at most three)."""
+    evaluation.call_ms = call_ms
+    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+    functions = len(evaluation.slots_timed)
+    assert set(evaluation.batch_sizes[:functions]) == {(3, 3)}
+    assert set(evaluation.batch_sizes[functions:]) == {(reps, warmup)}

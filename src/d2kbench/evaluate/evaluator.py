@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import math
 import os
 import secrets
 import shutil
@@ -46,7 +47,9 @@ GRAPH_REPLAY_WRONG = (
     "outputs: {detail}. Latency-bound workloads are scored on graph replays, as a serving engine runs them, so "
     "the captured work must read its inputs on the GPU when replayed (no launch decisions from input values on "
     "the host, no results worked out before the capture)")
-WARMUP_CALLS = 3  # untimed calls at the start of each timed batch (at least one per input set)
+WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
+WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
+MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
 # Honest experts timed as candidates on the H200 (bench/results/2026-12-03-h200-owed-5 and -owed-6, 66 workload
@@ -671,6 +674,9 @@ class Evaluation:
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
         slots = [self.slot_id(name, i) for i in range(self.task.correctness_sets)]
+        # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
+        # (the stale check), and a workload whose sets differ in work (drawn lengths) must not be timed on others.
+        trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
         fns = [("reference", self.trusted), ("candidate", self.cand)]
         if self.options.expert:
             fns.append(("expert", self.trusted))
@@ -679,6 +685,7 @@ class Evaluation:
         samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
+        warmups = {f: WARMUP_CALLS for f, _ in fns}
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
@@ -691,18 +698,23 @@ class Evaluation:
             if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
             for fn, worker in fns:
-                times = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=False,
-                                         validate=(rnd == checked))
+                fn_slots = slots if fn == "candidate" else trusted_slots
+                times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
+                                         validate=(rnd == checked), warmup=warmups[fn])
                 if times is None:
                     return
                 if rnd == 0:
-                    reps[fn] = max(5, min(200, int(self.options.batch_ms / max(statistics.median(times), 1e-3))))
+                    # A kernel of tens of ms needs few calls for a stable median (muon's 40-70 ms ones spread
+                    # 0.7% between evaluations with five: bench/results/2026-12-04-h200-owed-9)
+                    estimate = max(statistics.median(times), 1e-3)
+                    reps[fn] = max(MIN_REPS, len(slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
+                    warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
                     self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
                 else:
                     samples[fn] += times
                 if workload.latency_bound and rnd > 0:
-                    gtimes = self.timed_batch(workload, wr, fn, worker, slots, reps[fn], graph=True,
-                                              validate=(rnd == checked))
+                    gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=True,
+                                              validate=(rnd == checked), warmup=warmups[fn])
                     if gtimes:
                         graph_samples[fn] += gtimes
                     elif rnd == checked and fn == "candidate":
@@ -812,11 +824,12 @@ class Evaluation:
         self.slot_set[workload.name] = {k: held[(k + 1) % len(held)] for k in range(len(held))}
 
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
-                    slots: list[int], reps: int, graph: bool, validate: bool) -> list[float] | None:
+                    slots: list[int], reps: int, graph: bool, validate: bool,
+                    warmup: int = WARMUP_CALLS) -> list[float] | None:
         returned = validate and fn == "candidate"
         move_sets = returned and graph and self.sets_can_move(workload)
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
-                   "warmup": WARMUP_CALLS, "graph": graph, "return_outputs": returned, "move_sets": move_sets,
+                   "warmup": warmup, "graph": graph, "return_outputs": returned, "move_sets": move_sets,
                    **self.export_flag()}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
@@ -872,7 +885,7 @@ class Evaluation:
                                     f"reported {sum(times):.2f} ms of kernel time in {wall_ms:.2f} ms of wall time",
                                     workload.name))
         if not graph and not validate and times:  # a validated batch also writes its outputs out
-            self.batch_walls.setdefault(fn, []).append((request_ms, times, max(WARMUP_CALLS, len(slots))))
+            self.batch_walls.setdefault(fn, []).append((request_ms, times, warmup))
         if returned:
             if move_sets:  # its outputs come from a replay after the worker moved the sets along (`replay_recheck`)
                 self.sets_moved_along(workload)

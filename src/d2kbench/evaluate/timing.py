@@ -61,7 +61,7 @@ class Timer:
         With `graph`, one call per slot is captured into a CUDA graph and the replays are timed; with
         `before_recheck` too, the outputs are those of `replay_recheck` instead.
         """
-        for i in range(max(warmup, len(slots))):
+        for i in range(warmup):  # (a graph's capture is preceded by one call per slot besides)
             restore(slots[i % len(slots)])
             call(slots[i % len(slots)])
         torch.cuda.synchronize(self.device)

@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,20 +65,26 @@ class Worker:
         self.timer = None
         self.probe_buffers: list[torch.Tensor] = []
         self.launches = integrity.TritonLaunches()
-        self.pack_s = 0.0  # seconds this request spent writing values to the spool (reported with the reply)
+        self.stages_s: dict[str, float] = {}  # this request's seconds per stage (reported with the reply)
         self.exporting = False  # this request's results go to the parent device to device (`"export_results"`)
         self.parent_blocks: list[int] = []  # blocks exported to the parent for the last reply (it has cloned them)
 
-    def pack(self, value: Any) -> dict[str, Any]:
-        """A result for the parent, its time counted in `pack_s`: exported device to device where the request
-        asked for it (`ipc.export_copy`, the block freed at the next request), else written to the spool."""
+    @contextmanager
+    def stage(self, name: str):
+        """Count the block's seconds in this request's stage `name` (what a slow request spends its time on)."""
         start = time.perf_counter()
         try:
+            yield
+        finally:
+            self.stages_s[name] = self.stages_s.get(name, 0.0) + time.perf_counter() - start
+
+    def pack(self, value: Any) -> dict[str, Any]:
+        """A result for the parent, its time counted in the stage `pack`: exported device to device where the
+        request asked for it (`ipc.export_copy`, the block freed at the next request), else written to the spool."""
+        with self.stage("pack"):
             if self.exporting and isinstance(value, torch.Tensor) and value.is_cuda:
                 return {**ipc.export_copy(value, owned=self.parent_blocks), "result": True}
             return channel.pack_value(value, self.spool)
-        finally:
-            self.pack_s += time.perf_counter() - start
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, req: dict) -> dict:
@@ -149,7 +156,7 @@ class Worker:
         self.launches.count = 0
         self.launches.names.clear()
         kernels, trace_error = None, None
-        with torch.no_grad():
+        with torch.no_grad(), self.stage("run"):
             if req.get("guard", False):
                 with guard:
                     if req.get("trace"):
@@ -168,14 +175,17 @@ class Worker:
         }
         if req.get("guard", False):
             # What the caller's stream sees when it is synchronized, against what lands later.
-            findings["late_writes"] = integrity.late_writes(outs, inputs, self.written, self.device)
-        self._sync()
-        if kernels is not None:
-            findings["kernels"] = integrity.kernel_findings(kernels, self.launches.names)
-        tensors = [o for o in outs if isinstance(o, torch.Tensor)]
-        findings["aliasing"] = integrity.aliasing(tensors, inputs)
-        if req.get("check_inputs"):
-            findings["mutated"] = self._mutated(slot, inputs)
+            with self.stage("late_writes"):
+                findings["late_writes"] = integrity.late_writes(outs, inputs, self.written, self.device)
+        with self.stage("sync"):
+            self._sync()
+        with self.stage("checks"):
+            if kernels is not None:
+                findings["kernels"] = integrity.kernel_findings(kernels, self.launches.names)
+            tensors = [o for o in outs if isinstance(o, torch.Tensor)]
+            findings["aliasing"] = integrity.aliasing(tensors, inputs)
+            if req.get("check_inputs"):
+                findings["mutated"] = self._mutated(slot, inputs)
         reply = {
             "outputs": [self.pack(o) for o in outs],
             "findings": findings,
@@ -353,11 +363,11 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")
             ipc.free_blocks(worker.parent_blocks)  # the parent cloned them before it sent this request
-            worker.pack_s, worker.exporting = 0.0, bool(req.get("export_results"))
+            worker.stages_s, worker.exporting = {}, bool(req.get("export_results"))
             reply = handlers[op](req)
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
-            packed = {"pack_s": worker.pack_s} if worker.pack_s else {}  # only where something was written
-            channel.write_message(fd_out, {"ok": True, **reply, **packed, "id": req.get("id")})
+            stages = {"stages_s": worker.stages_s} if worker.stages_s else {}
+            channel.write_message(fd_out, {"ok": True, **reply, **stages, "id": req.get("id")})
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             text = f"{type(exc).__name__}: {exc}"
             cuda_fault = any(marker in text for marker in _CUDA_FAULT_MARKERS)

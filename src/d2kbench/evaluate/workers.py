@@ -149,9 +149,12 @@ class WorkerProcess:
             self.kill()
             raise WorkerFault("crash", f"a message answering no request arrived for {op!r} (id "
                               f"{str(reply.get('id'))[:20]!r}): written by code in the worker", "forged_result")
-        packed = reply.get("pack_s")
-        if isinstance(packed, float) and packed > 0:  # writing to the spool, as the worker says (within the request)
-            self.spent[f"{op}.pack"] = self.spent.get(f"{op}.pack", 0.0) + min(packed, elapsed)
+        stages = reply.get("stages_s")
+        if isinstance(stages, dict):  # the request's stages as the worker says (each within the request)
+            for stage, seconds in list(stages.items())[:16]:
+                if isinstance(seconds, float) and seconds > 0:
+                    key = f"{op}.{str(stage)[:40]}"
+                    self.spent[key] = self.spent.get(key, 0.0) + min(seconds, elapsed)
         if not reply.get("ok"):
             failed = RequestFailed(reply)
             failed.stopped_by = "out_of_memory" if reply.get("out_of_memory") else self._limit_hit()
