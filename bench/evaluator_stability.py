@@ -54,10 +54,11 @@ def main() -> int:
                                   if w.fraction_of_expert is not None)
             print(f"{task.id} evaluation {i} ({'cold' if i == 0 else 'warm'}): {r.verdict}, {r.elapsed_s:.1f} s "
                   f"({phases}); fraction of expert: {fractions}", flush=True)
-            print(f"    device outputs: {r.environment.get('device_outputs')}", flush=True)
+            print(f"    device outputs: {r.environment.get('device_outputs')}; compile cache files: "
+                  f"{r.environment.get('compile_cache_files')}", flush=True)
             for f in r.failures:  # why an evaluation did not pass, as the result says it
                 print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
-            costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:14]
+            costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:24]
             print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in costly), flush=True)
             for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us
                 t = {fn: w.timings[fn] for fn in ("candidate", "expert") if fn in w.timings}

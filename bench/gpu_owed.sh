@@ -5,13 +5,13 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# What bench/results/2026-12-04-h200-owed-9 left open, in order:
-#   stability attention and muon as candidates after three changes: the baselines time the input sets that the
-#             candidate holds (owed-9's qwen3_8b_b256_lvar fractions 0.988-1.038 came from timing set 0 against
-#             the last set), long kernels get fewer calls per batch (muon's timing phase 14.2 s; predicted about
-#             3 s less), and the checked calls report their stages (candidate.call.run, .late_writes, .sync,
-#             .checks, .pack: where muon's 16 s of checked calls go)
-#   quant     the column-major tile's knobs on the two large quant workloads (issue 3's 80% of copy bandwidth)
+# What bench/results/2026-12-04-h200-owed-10 left open, in order:
+#   first     where a candidate's first call on a workload goes (about 2 s on attention, 3.5 s on muon, with a
+#             warm compile cache): bench/diag/first_call.py on muon and attention, a cold then a warm cache
+#   quant     `d2k suite bench` of quant with the new tile (TILE_GROUPS 16, MAX_COL_GROUPS 2: 67.5 us, 80% of
+#             copy, in owed-10's sweep), then the expert as a candidate (it must pass, fractions 1.00 +- 0.03)
+#   stability muon once more (with the compile stage and the compile cache's file count), moe three times warm
+#             (mixtral's fraction was 0.969 in owed-10's scripted run: the 13 us kernels' band)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -25,10 +25,12 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-once stability 260 python3 bench/evaluator_stability.py --repeats 2 --prestart --json "$R/stability.json" \
-  --tasks attn_decode_paged_gqa,muon_newton_schulz
-once quant 120 python3 bench/sweep.py quant_per_token_group_fp8 --workloads dsv3_m4096_k18432_col,dsv3_m16384_k7168_row \
-  --set TILE_GROUPS=16,32,64 --set MAX_COL_GROUPS=1,2,4,8 --set MAX_WARPS=4,8 --reps 30 --json "$R/quant.json"
+once first 120 bash -c 'for t in muon_newton_schulz attn_decode_paged_gqa; do for i in 1 2; do
+  python3 bench/diag/first_call.py $t --cache /tmp/d2k-first-$t; done; done'
+once quant 120 bash -c "python3 -m d2kbench suite bench --tasks quant_per_token_group_fp8 --out $R/quant_bench &&
+  python3 bench/evaluator_stability.py --repeats 2 --prestart --tasks quant_per_token_group_fp8"
+once stability 240 bash -c "python3 bench/evaluator_stability.py --repeats 1 --prestart --tasks muon_newton_schulz &&
+  python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks moe_align_block_size"
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

@@ -64,3 +64,25 @@ def test_the_launch_counter_records_the_launched_kernels_names(tmp_path):
     assert out.returncode == 0, out.stderr
     count, names = out.stdout.strip().split(" ", 1)
     assert int(count) >= 1 and names == "['axpy_kernel']"
+
+
+def test_the_launch_counter_times_kernel_compiles(tmp_path):
+    """What a request spends compiling kernels or loading them from the cache is counted (the worker reports it
+    as the stage `compile`); Triton's compile step stood in for by a 50 ms sleep, in a fresh process."""
+    script = (
+        "import time\n"
+        "from triton.runtime import jit\n"
+        "from d2kbench.evaluate import integrity\n"
+        "stand_in = lambda self, *a, **k: time.sleep(0.05) or 'kernel'\n"
+        "jit.JITFunction._do_compile = stand_in\n"
+        "launches = integrity.TritonLaunches()\n"
+        "launches.install()\n"
+        "assert jit.JITFunction._do_compile(None, 'key') == 'kernel'\n"
+        "launches.uninstall()\n"
+        "print(round(launches.compile_s, 3), jit.JITFunction._do_compile is stand_in)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": "src"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    seconds, restored = out.stdout.split()
+    assert 0.05 <= float(seconds) < 1.0 and restored == "True"

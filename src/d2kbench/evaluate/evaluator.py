@@ -420,6 +420,8 @@ class Evaluation:
         """What confined the candidate's worker, as the sandbox reported it."""
         sandbox = self.cand.sandbox if self.cand else None
         self.result.environment["sandbox"] = sandbox.status if sandbox else {"active": [], "disabled": True}
+        if sandbox is not None and sandbox.cache_files is not None:  # a warm compile cache, or a cold one (0)
+            self.result.environment["compile_cache_files"] = sandbox.cache_files
 
     def candidate_fault(self, exc: RequestFailed | WorkerFault, workload: Workload) -> Failure:
         """Turn a candidate worker's failure into a verdict, replacing the worker if it died."""

@@ -95,6 +95,7 @@ class TritonLaunches:
     def __init__(self) -> None:
         self.count = 0
         self.names: set[str] = set()  # the launched kernels' function names (their names on the GPU)
+        self.compile_s = 0.0  # seconds spent compiling kernels or loading them from the cache (diagnostics)
         self._patched: list[tuple[type, str, object]] = []
         self.interpreted = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -116,6 +117,23 @@ class TritonLaunches:
             original = cls.run
             self._patched.append((cls, "run", original))
             cls.run = self._wrap(original, counts)
+        compile_kernel = getattr(jit.JITFunction, "_do_compile", None)
+        if compile_kernel is not None:
+            self._patched.append((jit.JITFunction, "_do_compile", compile_kernel))
+            jit.JITFunction._do_compile = self._timed(compile_kernel)
+
+    def _timed(self, compile_kernel):
+        launches = self
+
+        @functools.wraps(compile_kernel)
+        def do_compile(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return compile_kernel(*args, **kwargs)
+            finally:
+                launches.compile_s += time.perf_counter() - start
+
+        return do_compile
 
     def _wrap(self, original, counts: bool):
         launches = self

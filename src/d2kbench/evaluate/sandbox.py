@@ -104,6 +104,7 @@ class Sandbox:
         self.cgroup: Path | None = None
         self.status: dict[str, Any] = {}
         self.staged_source: Path | None = None  # the candidate file, where its compiled kernels are kept
+        self.cache_files: int | None = None  # files of its kept compile cache copied into its folder (GPU only)
         self.staged_uid: int | None = None
 
     def prepare(self, home: Path, spool: Path) -> list[str]:
@@ -143,7 +144,7 @@ class Sandbox:
             os.chown(staged, self.uid, self.uid)
         if self.gpu:  # the interpreter compiles nothing
             self.staged_source, self.staged_uid = source, self.uid
-            candidate_cache.restore(source, home / "triton", self.uid)
+            self.cache_files = candidate_cache.restore(source, home / "triton", self.uid)
         return staged
 
     def keep_cache(self, home: Path) -> None:

@@ -364,7 +364,10 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                 raise ValueError(f"unknown request {op!r}")
             ipc.free_blocks(worker.parent_blocks)  # the parent cloned them before it sent this request
             worker.stages_s, worker.exporting = {}, bool(req.get("export_results"))
+            worker.launches.compile_s = 0.0
             reply = handlers[op](req)
+            if worker.launches.compile_s:  # within the other stages: kernels compiled or loaded from the cache
+                worker.stages_s["compile"] = worker.launches.compile_s
             worker._sync()  # every request ends with this process's GPU work done (work queued at import too)
             stages = {"stages_s": worker.stages_s} if worker.stages_s else {}
             channel.write_message(fd_out, {"ok": True, **reply, **stages, "id": req.get("id")})

@@ -14,9 +14,10 @@ touches memory: 2 + 1 + 4/g bytes per element for bf16.
 
 The tile shape follows the scale layout, so that the scale stores of a program
 are contiguous: for row-major scales a short, wide tile (a few rows, several
-groups along each row); for column-major scales a tall tile (many rows, one
-group column), whose scales are consecutive floats of one column. Tiles shrink
-when the problem is small so the grid still fills the SMs.
+groups along each row); for column-major scales a tall tile (eight rows of two
+group columns), whose scales are runs of consecutive floats down each column,
+one 32-byte sector per column. Tiles shrink when the problem is small so the
+grid still fills the SMs.
 """
 
 import torch
@@ -25,16 +26,19 @@ import triton.language as tl
 
 EPS = 1e-10
 
-# Tile budget: groups per program. 32 groups of 128 bf16 = 8 KB read, 4 KB written per
-# program, 32 values per thread with 4 warps: enough bytes in flight per thread to hide
-# DRAM latency without spilling.
-TILE_GROUPS = 32
+# Tile budget: groups per program. 16 groups of 128 bf16 = 4 KB read, 2 KB written per
+# program, 32 values per thread with 2 warps: enough bytes in flight per thread to hide
+# DRAM latency without spilling, and small programs keep the last wave short. On the H200
+# 16 matched 32 on row-major scales (101.4 vs 101.7 us) and gained 3% on column-major ones
+# (bench/results/2026-12-04-h200-owed-10, quant.log).
+TILE_GROUPS = 16
 # Widest tile along a row in row-major mode (the rest of the budget goes to rows). Real K
 # (7168, 18432, 3072) have group counts per row divisible by it, so no lane is masked.
 MAX_ROW_GROUPS = 8
 # Groups along a row in column-major mode. The scale stores stay contiguous down each group
 # column whatever the width, as long as the tile keeps at least 8 rows (one 32-byte sector).
-MAX_COL_GROUPS = 1
+# Two columns of 8 rows: 67.5 us on [4096, 18432] against 69.1 us for one column of 16.
+MAX_COL_GROUPS = 2
 # Elements handled per warp before another warp is worth adding.
 ELEMS_PER_WARP = 1024
 MAX_WARPS = 4

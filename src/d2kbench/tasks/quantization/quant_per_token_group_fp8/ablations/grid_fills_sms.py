@@ -13,13 +13,16 @@ import triton.language as tl
 
 EPS = 1e-10
 
-# Tile budget: groups per program. 32 groups of 128 bf16 = 8 KB read, 4 KB written per
-# program, 32 values per thread with 4 warps: enough bytes in flight per thread to hide
-# DRAM latency without spilling.
-TILE_GROUPS = 32
+# Tile budget: groups per program. 16 groups of 128 bf16 = 4 KB read, 2 KB written per
+# program, 32 values per thread with 2 warps: enough bytes in flight per thread to hide
+# DRAM latency without spilling, and small programs keep the last wave short.
+TILE_GROUPS = 16
 # Widest tile along a row in row-major mode (the rest of the budget goes to rows). Real K
 # (7168, 18432, 3072) have group counts per row divisible by it, so no lane is masked.
 MAX_ROW_GROUPS = 8
+# Groups along a row in column-major mode. The scale stores stay contiguous down each group
+# column whatever the width, as long as the tile keeps at least 8 rows (one 32-byte sector).
+MAX_COL_GROUPS = 2
 # Elements handled per warp before another warp is worth adding.
 ELEMS_PER_WARP = 1024
 MAX_WARPS = 4
@@ -89,7 +92,7 @@ def _quant_group_fp8_kernel(
 def _tile_shape(n_rows, groups_per_row, column_major):
     """(rows, groups) per tile: tall for column-major scales, wide for row-major ones."""
     if column_major:
-        block_g = 1
+        block_g = min(MAX_COL_GROUPS, triton.next_power_of_2(groups_per_row))
     else:
         block_g = min(MAX_ROW_GROUPS, triton.next_power_of_2(groups_per_row))
     block_m = min(TILE_GROUPS // block_g, triton.next_power_of_2(n_rows))
