@@ -50,3 +50,42 @@ def test_files_of_another_owner_are_not_kept(tmp_path, store):
     cache.mkdir(parents=True)
     (cache / "kernel.cubin").write_bytes(b"x")
     assert candidate_cache.save(store, cache, uid=os.getuid() + 12345) == 0
+
+
+def test_a_kernel_kept_from_one_folder_is_a_cache_hit_in_another(tmp_path, store, monkeypatch):
+    """Triton records a compiled kernel's files by absolute path in a group file, and a group whose files are not
+    all there is a miss. Each evaluation's candidate has a folder of its own, so without rebasing the kept cache
+    never hit: muon's kernels compiled again in every evaluation (9.2 s, bench/results/2026-12-04-h200-owed-11)."""
+    from triton.runtime.cache import FileCacheManager
+
+    def group_in(folder):
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(folder))
+        return FileCacheManager("KEY")
+
+    first = tmp_path / "eval1" / "triton"
+    manager = group_in(first)
+    paths = {name: manager.put(data, name) for name, data in (("k.cubin", b"\x7fELF"), ("k.json", "{}"))}
+    manager.put_group("k.json", paths)
+    assert manager.get_group("k.json") == paths  # a hit where it was compiled
+    assert candidate_cache.save(store, first, uid=None) == 3
+
+    second = tmp_path / "eval2" / "triton"
+    assert candidate_cache.restore(store, second, uid=None) == 3
+    found = group_in(second).get_group("k.json")
+    assert found == {name: str(second / "KEY" / name) for name in paths}  # a hit, on the restored files
+    assert (second / "KEY" / "k.cubin").read_bytes() == b"\x7fELF"
+
+
+@pytest.mark.parametrize("child", ["/etc/passwd", "{old}/../../outside.cubin"])
+def test_a_group_naming_files_outside_its_cache_reads_as_a_miss(tmp_path, store, child):
+    """A candidate controls what its group files say: one that points outside its own cache folder is kept as a
+    group of nothing (Triton compiles again), never rebased onto a file elsewhere."""
+    import json
+
+    cache = tmp_path / "home" / "triton"
+    (cache / "KEY").mkdir(parents=True)
+    (cache / "KEY" / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.cubin": child.format(old=cache)}}))
+    candidate_cache.save(store, cache, uid=None)
+    dest = tmp_path / "next" / "triton"
+    candidate_cache.restore(store, dest, uid=None)
+    assert json.loads((dest / "KEY" / "__grp__k.json").read_text()) == {"child_paths": None}

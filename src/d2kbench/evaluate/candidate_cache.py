@@ -11,6 +11,7 @@ symbolic or hard link would otherwise make the parent copy a file the candidate 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -18,6 +19,11 @@ import tempfile
 from pathlib import Path
 
 MAX_BYTES = 512 << 20  # a larger cache is not kept
+# Triton's record of one compiled kernel's files names them by absolute path, inside the cache folder of the
+# process that compiled them; a group whose files are not all there is a cache miss. Kept with paths relative
+# to the cache folder, each is rebased onto the folder it is restored into.
+GROUP_PREFIX = "__grp__"
+MAX_GROUP_BYTES = 1 << 20
 
 
 def cache_root() -> Path:
@@ -27,6 +33,30 @@ def cache_root() -> Path:
 
 def source_key(source: Path) -> str:
     return hashlib.sha256(source.read_bytes()).hexdigest()[:32]
+
+
+def rebase_group(text: str, old: Path | None, new: Path | None) -> str:
+    """A Triton group record with its file paths made relative to `old` (when saving) or joined onto `new`
+    (when restoring). A path outside `old`, or one that would climb out of `new`, is left out: the record then
+    names a missing file and reads as a cache miss, never as a file elsewhere."""
+    try:
+        children = json.loads(text).get("child_paths")
+    except (ValueError, AttributeError):
+        children = None
+    if not isinstance(children, dict):
+        return json.dumps({"child_paths": None})
+    rebased = {}
+    for name, path in children.items():
+        p = Path(str(path))
+        if old is not None:
+            rebased[name] = str(p.relative_to(old)) if p.is_relative_to(old) else None
+        elif not p.is_absolute() and ".." not in p.parts:
+            rebased[name] = str(new / p)
+        else:
+            rebased[name] = None
+    if None in rebased.values():
+        return json.dumps({"child_paths": None})  # Triton reads it as no group: a miss, compiled again
+    return json.dumps({"child_paths": rebased})
 
 
 def restore(source: Path, dest: Path, uid: int | None) -> int:
@@ -41,7 +71,10 @@ def restore(source: Path, dest: Path, uid: int | None) -> int:
             target.mkdir(parents=True, exist_ok=True)
         elif path.is_file() and not path.is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            if path.name.startswith(GROUP_PREFIX):
+                target.write_text(rebase_group(path.read_text(), None, dest))
+            else:
+                shutil.copyfile(path, target)
             count += 1
     if uid is not None:
         for path in [dest, *dest.rglob("*")]:
@@ -75,7 +108,10 @@ def save(source: Path, cache: Path, uid: int | None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+            if path.name.startswith(GROUP_PREFIX):
+                dst.write(rebase_group(src.read(MAX_GROUP_BYTES).decode(errors="replace"), cache, None).encode())
+            else:
+                shutil.copyfileobj(src, dst)
     try:
         staging.rename(target)  # atomic: a concurrent save of the same source keeps the first
     except OSError:
