@@ -9,7 +9,9 @@ flush left out (the kernel's code, its parameters and its inputs may stay in L2)
 event nodes inside the graph (`Timer.graph_events_inside`: the replay's start on the GPU left out). The spread
 of the per-process medians in each mode says whether the offset lives in the process, whether what the flush
 evicts (cold fetches of code and constants at addresses that differ per process) carries it, and whether it is
-the replay's start.
+the replay's start. `touched` (ninth session) is `inside` with one element of every 64 KiB of each input read
+right after the flush: if the per-process spread is page-table walks after the flush (each process has its own
+page tables, and the flush evicts their cached entries along with the data), it shrinks there.
 
     PYTHONPATH=src python3 bench/diag/latency_process_offset.py [--processes 8] [--captures 4] [--probe]
 
@@ -63,11 +65,18 @@ def child(captures: int, reps: int, probe: bool) -> dict[str, dict[str, float]]:
         ref = load_module(task.reference_path, f"ref_{task_id}")
         expert = load_module(task.expert_path, f"expert_{task_id}").run
         inputs = list(ref.make_inputs(task.workload(name), 1, "cuda"))
-        medians: dict[str, list[float]] = {"flush": [], "warm": [], "inside": []}
+        medians: dict[str, list[float]] = {"flush": [], "warm": [], "inside": [], "touched": []}
+        pages = [x.reshape(-1).view(torch.uint8)[::1 << 16] for x in inputs if isinstance(x, torch.Tensor)]
+
+        def flush_and_touch(pages: list = pages) -> None:
+            flush()
+            for page in pages:
+                page.max()
+
         for _ in range(captures):
             for mode in medians:
-                timer.flush = flush if mode != "warm" else (lambda: None)
-                timer.graph_events_inside = mode == "inside"
+                timer.flush = {"warm": lambda: None, "touched": flush_and_touch}.get(mode, flush)
+                timer.graph_events_inside = mode in ("inside", "touched")
                 times, _ = timer.time(lambda slot, f=expert, x=inputs: f(*x), lambda slot: None, [0], reps, warmup=10,
                                       graph=True)
                 medians[mode].append(statistics.median(times) * 1e3)
@@ -100,7 +109,7 @@ def main() -> None:
         print(f"process {i}: " + "; ".join(f"{name} " + ", ".join(f"{k} {v:.2f} us" for k, v in m.items())
                                           for name, m in runs[-1].items()), flush=True)
     for _, name in CASES:
-        for mode in ("flush", "warm", "inside"):
+        for mode in ("flush", "warm", "inside", "touched"):
             values = [r[name][mode] for r in runs]
             if values:
                 print(f"{name} {mode}: per-process medians {min(values):.2f}-{max(values):.2f} us, spread "
