@@ -14,25 +14,23 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import torch
 
-_TRITON_TYPES = {
-    torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
-    torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5", torch.int8: "i8", torch.uint8: "u8",
-    torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.bool: "i1",
-}
+def specialize(param: Any, value: Any) -> tuple[str, bool]:
+    """The argument's type as the launcher specializes it, and whether it is marked divisible by 16.
 
+    Triton's own rules (`native_specialize_impl`, what its launcher calls): an int equal to 1 becomes the
+    constant 1 (a unit stride: what tells the compiler a tile is contiguous, so that its loads vectorise and
+    pipeline), 16-byte-aligned pointers and multiples of 16 are divisible. Without the unit-stride rule
+    muon's product kernels compiled without cp.async, at 255 registers, where the launched ones had 112-182
+    (bench/results/2026-12-04-h200-owed-10, the profile tool's report against its ncu summary).
+    """
+    from triton._C.libtriton import native_specialize_impl  # Triton 3.6 and 3.9 alike
+    from triton.backends.nvidia.compiler import CUDABackend
 
-def _arg_type(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return "*" + _TRITON_TYPES[value.dtype]
-    if isinstance(value, bool):
-        return "i1"
-    if isinstance(value, int):
-        return "i32" if -(2**31) <= value < 2**31 else "i64"
-    if isinstance(value, float):
-        return "fp32"
-    raise TypeError(f"cannot type a kernel argument of type {type(value).__name__}")
+    kind, key = native_specialize_impl(CUDABackend, value, bool(getattr(param, "is_const", False)),
+                                       not getattr(param, "do_not_specialize", False),
+                                       not getattr(param, "do_not_specialize_on_alignment", False))
+    return kind, isinstance(key, str) and "D" in key
 
 
 class CompileCapture:
@@ -83,16 +81,13 @@ class CompileCapture:
         signature, constexprs, attrs = {}, {}, {}
         for index, (param, name) in enumerate(zip(fn.params, fn.arg_names, strict=True)):
             value = values.get(name)
-            if param.is_constexpr or value is None:
+            kind, divisible = ("constexpr", None) if param.is_constexpr else specialize(param, value)
+            if kind == "constexpr":
                 signature[name] = "constexpr"
                 constexprs[name] = value
                 continue
-            signature[name] = _arg_type(value)
-            # Mimic the launcher's specialisation: 16-byte-aligned pointers and multiples of 16
-            # are marked divisible, which is what lets loads vectorise and pipeline on the GPU.
-            aligned = value.data_ptr() % 16 == 0 if isinstance(value, torch.Tensor) else (
-                type(value) is int and value % 16 == 0 and not param.do_not_specialize)
-            if aligned:
+            signature[name] = kind
+            if divisible:
                 attrs[(index,)] = [["tt.divisibility", 16]]
         report: dict[str, Any] = {"kernel": fn.__name__, "constexprs": {k: repr(v) for k, v in constexprs.items()},
                                   "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}

@@ -1,0 +1,61 @@
+"""The sm_90 compile report specializes a kernel's arguments as Triton's launcher does: otherwise it reports
+another kernel than the one that runs (muon's product kernels: 255 registers and a spill in the report, 112-182
+registers and no spill in ncu's summary of the launched ones; bench/results/2026-12-04-h200-owed-10)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from d2kbench.evaluate.sm90 import CompileCapture, specialize
+
+PARAM = SimpleNamespace(do_not_specialize=False, do_not_specialize_on_alignment=False, is_const=False)
+
+
+@pytest.mark.parametrize(("value", "kind", "divisible"), [
+    (1, "constexpr", False),  # a unit stride: the tile is known contiguous
+    (32, "i32", True), (17, "i32", False), (2**40, "i64", True),
+    (torch.empty(64, dtype=torch.float16), "*fp16", True),
+    (torch.empty(64, dtype=torch.float16)[1:], "*fp16", False),  # 2 bytes past an aligned start
+    (0.5, "fp32", False),
+])
+def test_arguments_are_specialized_as_the_launcher_does(value, kind, divisible):
+    assert specialize(PARAM, value) == (kind, divisible)
+
+
+def test_an_unspecialized_argument_stays_an_argument():
+    param = SimpleNamespace(**{**vars(PARAM), "do_not_specialize": True})
+    assert specialize(param, 1) == ("i32", False)
+
+
+@triton.jit
+def _rows_copy(x_ptr, y_ptr, stride_row, stride_col, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, BLOCK)[None, :]
+    tile = tl.load(x_ptr + rows * stride_row + cols * stride_col)
+    tl.store(y_ptr + rows * BLOCK + cols, tile)
+
+
+def test_a_unit_stride_compiles_to_vector_loads(monkeypatch):
+    """Known to be 1, the column stride makes each row contiguous: 16-byte loads (ld.global.v4) in the PTX."""
+    x, y = torch.empty(64, 64, dtype=torch.float32), torch.empty(64, 64, dtype=torch.float32)
+    compile_kernel, ptx = triton.compile, []
+
+    def keep_ptx(*args, **kwargs):
+        kernel = compile_kernel(*args, **kwargs)
+        ptx.append(kernel.asm["ptx"])
+        return kernel
+
+    monkeypatch.setattr(triton, "compile", keep_ptx)
+    capture = CompileCapture()
+    capture.install()
+    try:
+        _rows_copy[(1,)](x, y, x.stride(0), x.stride(1), BLOCK=64)
+    finally:
+        capture.uninstall()
+    (report,) = capture.reports
+    assert report["ok"], report.get("error")
+    assert report["constexprs"]["stride_col"] == "1" and "stride_row" not in report["constexprs"]
+    assert ptx and ptx[0].count("ld.global.v4") > 0
