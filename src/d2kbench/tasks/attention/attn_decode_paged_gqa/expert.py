@@ -30,6 +30,12 @@ MMA_MIN_M = 16            # smallest M of a tensor-core dot: the query group is 
 WAVES = 8                 # stage-1 programs per SM that the split count aims for
 MIN_TILES_PER_SPLIT = 2   # a split shorter than this is not worth its partial-output round trip
 SPLIT_NUM_WARPS = 4
+# Load the next tile's page ids one iteration ahead. In the same iteration, the page-id load is
+# a link in front of the K/V loads, and Triton's pipeliner then buffers K/V tiles num_stages - 3
+# times (one buffer at four stages, as shipped); carried from the previous iteration, the K/V
+# loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9). Off until
+# the H200 shows which gives more bandwidth: more buffers also mean fewer programs per SM.
+PREFETCH_PAGE_IDS = False
 SPLIT_NUM_STAGES = 4      # the block-table load is one more link in the load chain: K/V tiles need
                           # several stages to be multi-buffered
 MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
@@ -73,6 +79,7 @@ def _decode_split_kernel(
     PAGE: tl.constexpr,
     TILE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -101,13 +108,20 @@ def _decode_split_kernel(
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
+        first = start + tl.arange(0, TILE)
+        next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
         for tok0 in range(start, end, TILE):
             offs_n = tok0 + tl.arange(0, TILE)
             tok_ok = offs_n < end          # only the sequence's last tile is ragged
             # Logical token -> physical page through the block table; padding entries (-1) lie
             # past the sequence end and are never used. Page offsets in int64: a large pool
             # overflows 32 bits.
-            page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
+            if PREFETCH_PAGES:
+                page_id = next_page_id.to(tl.int64)
+                ahead = offs_n + TILE
+                next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
+            else:
+                page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
             slot = offs_n % PAGE
             k_off = page_id * stride_k_page + slot * stride_k_tok
             v_off = page_id * stride_v_page + slot * stride_v_tok
@@ -218,7 +232,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
-        DOT_PRECISION=precision,
+        DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     _merge_splits_kernel[(B, Hq)](

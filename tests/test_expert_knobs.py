@@ -1,0 +1,20 @@
+"""Expert code paths that a tuning knob turns on, kept correct while they are off: the sweep on the H200 decides
+whether they ship (bench/sweep.py --set NAME=...), so they must pass the task's checks as they stand."""
+
+import pytest
+
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from d2kbench.suite import find_task
+
+KNOBS = [("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = False", "PREFETCH_PAGE_IDS = True")]
+
+
+@pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS, ids=[k[0] for k in KNOBS])
+def test_the_other_setting_passes_the_cpu_workloads(task_id, shipped, other, tmp_path):
+    task = find_task(task_id)
+    source = task.expert_path.read_text()
+    assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source.replace(shipped, other))
+    result = evaluate(task, variant, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
