@@ -87,3 +87,20 @@ def test_long_kernels_take_fewer_calls_per_batch(evaluation, call_ms, reps, warm
     functions = len(evaluation.slots_timed)
     assert set(evaluation.batch_sizes[:functions]) == {(3, 3)}
     assert set(evaluation.batch_sizes[functions:]) == {(reps, warmup)}
+
+
+def test_each_timed_round_draws_its_own_order_of_functions(evaluation):
+    """Every function takes every place in the rounds: a fixed order would give one of them the same neighbour
+    (and the same probe before it) in every round."""
+    places = Counter()
+    for _ in range(12):
+        evaluation.events.clear()
+        evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+        rounds = rounds_of(evaluation.events)
+        assert [fn for _, fn, _ in rounds[0]] == ["reference", "candidate", "expert"]  # the estimate: as listed
+        for r in rounds[1:]:
+            order = list(dict.fromkeys(fn for _, fn, _ in r))
+            assert sorted(order) == ["candidate", "expert", "reference"]
+            places.update(enumerate(order))
+    # 60 rounds: some (place, function) pair never drawn has probability under 9 * (2/3)**60, about 3e-10
+    assert len(places) == 9
