@@ -711,8 +711,8 @@ class Evaluation:
                 if times is None:
                     return
                 if rnd == 0:
-                    # A kernel of tens of ms needs few calls for a stable median (muon's 40-70 ms ones spread
-                    # 0.7% between evaluations with five: bench/results/2026-12-04-h200-owed-9)
+                    # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three
+                    # calls a batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
                     estimate = max(statistics.median(times), 1e-3)
                     reps[fn] = max(MIN_REPS, len(slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
                     warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
