@@ -42,8 +42,12 @@ class StandInCandidate:
 
 def stand_in_timing(ev, monkeypatch, timed_batch, rotate=lambda workload, slots: True) -> None:
     """What `Evaluation.time_workload` calls, stood in for: a quiet GPU, no timer check or scoring, the rotation
-    and the timed batches answered by `rotate` and `timed_batch` (no worker is asked anything)."""
-    ev.cand = object()
+    and the timed batches answered by `rotate` and `timed_batch`, the fresh set made as a placeholder and its
+    put recorded by a stand-in candidate (`ev.cand.sent`); no worker process is asked anything."""
+    ev.cand = StandInCandidate()
+    monkeypatch.setattr(ev, "make_set", lambda workload, i: ev.inputs.setdefault(workload.name, {}).update(
+        {i: [f"set {i}"]}))
+    monkeypatch.setattr(ev, "pack", lambda values, worker: list(values))
     monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
     monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)
     monkeypatch.setattr(ev, "score_workload", lambda workload, wr: None)

@@ -51,6 +51,11 @@ WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round
+# The round whose outputs are checked runs on a fresh input set, one the candidate has never seen. A candidate
+# whose time relative to the reference's is this many times its median in the other rounds ran faster on inputs
+# it had seen before: outputs cached by the inputs' contents. An honest kernel's ratio moves by a few percent
+# from round to round; a cache of a compute-bound kernel's outputs is many times faster than computing them.
+FRESH_SLOWDOWN = 1.5
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
 # Honest experts timed as candidates on the H200 (bench/results/2026-12-03-h200-owed-5 and -owed-6, 66 workload
@@ -452,24 +457,27 @@ class Evaluation:
     # -- correctness -------------------------------------------------------------------------------
     def prepare_workload(self, workload: Workload) -> None:
         """Make the input sets in the trusted worker, keep copies, and compute the oracle's outputs."""
-        name = workload.name
-        self.inputs[name], self.expected[name] = {}, {}
-        written = self.task.written_inputs
+        self.inputs[workload.name], self.expected[workload.name] = {}, {}
         for i in range(self.task.correctness_sets + 1):  # the last set rewrites slot 0 in place
-            reply = self.trusted_request(self.make_inputs_request(workload, i))
-            self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
-            self.derived[name] = reply.get("derived", {})
-            oracle = self.trusted_request(
-                {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
-                 **self.export_flag()}
-            )
-            outs = self.unpack(oracle["outputs"], self.trusted)
-            self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
-            if written:
-                after = self.unpack(oracle["inputs"], self.trusted)
-                outs += [after[k] for k in written]
-            self.expected[name][i] = outs
+            self.make_set(workload, i)
         self.check_tolerance_discriminates(workload)
+
+    def make_set(self, workload: Workload, i: int) -> None:
+        """Input set `i` made in the trusted worker (its slot), a copy kept, and the oracle's outputs for it."""
+        name, written = workload.name, self.task.written_inputs
+        reply = self.trusted_request(self.make_inputs_request(workload, i))
+        self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
+        self.derived[name] = reply.get("derived", {})
+        oracle = self.trusted_request(
+            {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
+             **self.export_flag()}
+        )
+        outs = self.unpack(oracle["outputs"], self.trusted)
+        self.expected_strides[name] = [d.get("strides") for d in oracle["outputs"]]
+        if written:
+            after = self.unpack(oracle["inputs"], self.trusted)
+            outs += [after[k] for k in written]
+        self.expected[name][i] = outs
 
     def check_tolerance_discriminates(self, workload: Workload) -> None:
         """Trivial outputs must fail the task's comparison: zeros, the oracle's mean as a constant, and
@@ -677,9 +685,6 @@ class Evaluation:
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
         slots = [self.slot_id(name, i) for i in range(self.task.correctness_sets)]
-        # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
-        # (the stale check), and a workload whose sets differ in work (drawn lengths) must not be timed on others.
-        trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
         fns = [("reference", self.trusted), ("candidate", self.cand)]
         if self.options.expert:
             fns.append(("expert", self.trusted))
@@ -689,17 +694,27 @@ class Evaluation:
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
         warmups = {f: WARMUP_CALLS for f, _ in fns}
+        per_round: dict[tuple[str, bool], dict[int, float]] = {}  # (function, graph) -> round -> median ms
         self.batch_walls = {}
+        fresh = self.task.correctness_sets + 1  # the set that only the checked round sees
+        self.make_set(workload, fresh)
         if not self.gpu_uncontended(workload, wr):
             return
         # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
         # way (the candidate's input sets moved between its slots), so a candidate that counts calls or watches
-        # for the rotation cannot tell it from the rest and cheat around it.
+        # for the rotation cannot tell it from the rest and cheat around it. It also gets the fresh set: a
+        # candidate that knows it by the set's contents gains nothing but honest work there (`check_fresh_set`).
         checked = 1 + secrets.randbelow(self.options.rounds)
         unchecked_graphs = False  # the checked round's graph batch of the candidate gave no times
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
+            if rnd == checked and not self.put_fresh_set(workload, slots, fresh):
+                return
+            # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
+            # set (the stale check), one slot with the fresh set from the checked round on, and a workload whose
+            # sets differ in work (drawn lengths) must not be timed on others.
+            trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
             # Each timed round in an order of its own: a batch's place in the round (after which other batch,
             # which probe) must not favour one function. In a fixed order the expert's graph replays came out
             # 0.13 us faster than the candidate's on average (35 pairs, bench/results/2026-12-04-h200-owed-9
@@ -719,11 +734,13 @@ class Evaluation:
                     self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
                 else:
                     samples[fn] += times
+                    per_round.setdefault((fn, False), {})[rnd] = statistics.median(times)
                 if workload.latency_bound and rnd > 0:
                     gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=True,
                                               validate=(rnd == checked), warmup=warmups[fn])
                     if gtimes:
                         graph_samples[fn] += gtimes
+                        per_round.setdefault((fn, True), {})[rnd] = statistics.median(gtimes)
                     elif rnd == checked and fn == "candidate":
                         unchecked_graphs = True
         if unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
@@ -732,6 +749,7 @@ class Evaluation:
                              "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
+        self.check_fresh_set(workload, per_round, checked)
         for fn, values in samples.items():
             g = graph_samples[fn]
             wr.timings[fn] = Timing(
@@ -817,6 +835,42 @@ class Evaluation:
             return False
         self.sets_moved_along(workload)
         return True
+
+    def put_fresh_set(self, workload: Workload, slots: list[int], fresh: int) -> bool:
+        """Write the fresh input set in place over one of the candidate's slots, drawn at random (False on a
+        fault)."""
+        k = secrets.randbelow(len(slots))
+        try:
+            self.cand.request({"op": "put_inputs", "slot": slots[k], "in_place": True,
+                               "inputs": self.pack(self.inputs[workload.name][fresh], self.cand)},
+                              self.options.call_timeout_s)
+        except (RequestFailed, WorkerFault) as exc:
+            self.result.add(self.candidate_fault(exc, workload))
+            return False
+        self.slot_set[workload.name][k] = fresh
+        return True
+
+    def check_fresh_set(self, workload: Workload, per_round: dict[tuple[str, bool], dict[int, float]],
+                        checked: int) -> None:
+        """The candidate's time relative to the reference's, in the checked round (which ran on a fresh input
+        set) against the median of the other rounds (on sets it had seen): `FRESH_SLOWDOWN` times or more is
+        `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. Events and graph
+        replays apart: a cache may serve one and not the other."""
+        for graph in (False, True):
+            cand, ref = per_round.get(("candidate", graph), {}), per_round.get(("reference", graph), {})
+            ratios = {r: cand[r] / ref[r] for r in cand.keys() & ref.keys() if ref[r] > 0}
+            others = [v for r, v in ratios.items() if r != checked]
+            if checked not in ratios or not others:
+                continue
+            slowdown = ratios[checked] / statistics.median(others)
+            if slowdown >= FRESH_SLOWDOWN:
+                kind = "graph replays" if graph else "calls"
+                self.result.add(Failure(
+                    "integrity", "input_cache",
+                    f"on an input set it had not seen before, the candidate's {kind} took {slowdown:.1f}x their "
+                    f"time (relative to the reference's) on the sets it had seen: outputs served from a cache "
+                    f"keyed by the inputs' contents", workload.name))
+                return
 
     def sets_can_move(self, workload: Workload) -> bool:
         """Whether the graph recheck may move the input sets between the slots: only tensors change under a
@@ -1037,7 +1091,7 @@ class Evaluation:
             self.result.log_tail = self.cand.log_tail()
 
     def drop(self, workload: Workload) -> None:
-        slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets + 1)]
+        slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets + 2)]  # the fresh one too
         for worker in (self.trusted, self.cand):
             if worker is not None and worker.alive:
                 try:

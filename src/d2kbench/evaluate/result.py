@@ -16,7 +16,7 @@ REASONS = {
     "integrity": (
         "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
         "patched_timer", "below_physical_floor", "forged_result", "side_stream", "forbidden_code",
-        "foreign_kernel", "persisting_l2", "malformed_result",
+        "foreign_kernel", "persisting_l2", "malformed_result", "input_cache",
     ),
     "incorrect": (
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
