@@ -89,3 +89,37 @@ def test_a_group_naming_files_outside_its_cache_reads_as_a_miss(tmp_path, store,
     dest = tmp_path / "next" / "triton"
     candidate_cache.restore(store, dest, uid=None)
     assert json.loads((dest / "KEY" / "__grp__k.json").read_text()) == {"child_paths": None}
+
+
+def test_a_later_evaluation_adds_its_kernels_and_leaves_the_kept_ones(tmp_path, store):
+    """The first evaluation of a file may compile only some kernels (the agent's run_tests on the visible
+    workloads); the final evaluation's others (the hidden workloads') are added beside them."""
+    first = tmp_path / "eval1" / "triton"
+    (first / "aa").mkdir(parents=True)
+    (first / "aa" / "k.cubin").write_bytes(b"first")
+    assert candidate_cache.save(store, first, uid=None) == 1
+
+    second = tmp_path / "eval2" / "triton"
+    assert candidate_cache.restore(store, second, uid=None) == 1
+    (second / "aa" / "k.cubin").write_bytes(b"rewritten by the candidate")  # kept already: not replaced
+    (second / "bb").mkdir()
+    (second / "bb" / "other.cubin").write_bytes(b"second")
+    assert candidate_cache.save(store, second, uid=None) == 1
+
+    third = tmp_path / "eval3" / "triton"
+    assert candidate_cache.restore(store, third, uid=None) == 2
+    assert (third / "aa" / "k.cubin").read_bytes() == b"first"
+    assert (third / "bb" / "other.cubin").read_bytes() == b"second"
+    assert not [p for p in third.rglob("*") if p.name.startswith(".")]  # no partial file of a save travels
+
+
+def test_compile_reports_keep_and_reuse_the_candidates_cache(toy_task, tmp_path, monkeypatch):
+    """The sm_90 compile report compiles (it is not the interpreter): what it compiles is kept for the file, and
+    a GPU evaluation of the same file, or the next report, loads it instead of compiling again."""
+    from d2kbench.evaluate.evaluator import compile_report
+
+    monkeypatch.setenv("D2K_TRITON_CACHE", str(tmp_path / "kept"))
+    first = compile_report(toy_task, toy_task.expert_path)
+    kept = tmp_path / "kept" / "candidates" / candidate_cache.source_key(toy_task.expert_path)
+    assert any(p.suffix == ".cubin" for p in kept.rglob("*")), "nothing of the compile was kept"
+    assert compile_report(toy_task, toy_task.expert_path) == first

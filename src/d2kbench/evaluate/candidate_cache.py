@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 MAX_BYTES = 512 << 20  # a larger cache is not kept
@@ -69,7 +68,7 @@ def restore(source: Path, dest: Path, uid: int | None) -> int:
         target = dest / path.relative_to(stored)
         if path.is_dir() and not path.is_symlink():
             target.mkdir(parents=True, exist_ok=True)
-        elif path.is_file() and not path.is_symlink():
+        elif path.is_file() and not path.is_symlink() and not path.name.startswith("."):
             target.parent.mkdir(parents=True, exist_ok=True)
             if path.name.startswith(GROUP_PREFIX):
                 target.write_text(rebase_group(path.read_text(), None, dest))
@@ -83,13 +82,16 @@ def restore(source: Path, dest: Path, uid: int | None) -> int:
 
 
 def save(source: Path, cache: Path, uid: int | None) -> int:
-    """Keep the regular, singly linked files of `cache` (owned by `uid`) for `source`; the number kept.
+    """Keep the regular, singly linked files of `cache` (owned by `uid`) for `source`, beside what earlier
+    evaluations of the same source kept: the files it adds (each whole, by rename), the number added.
 
-    Call it only once the candidate's processes are gone. A cache kept earlier is left as it is.
+    A file kept already stays as it is (a kernel's files are named by its hash). Group records go last, after
+    the files they name. Call it only once the candidate's processes are gone.
     """
     target = cache_root() / source_key(source)
-    if target.exists() or not cache.is_dir():
+    if not cache.is_dir():
         return 0
+    kept = sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir() else 0
     files, total = [], 0
     for folder, _, names in os.walk(cache, followlinks=False):
         for name in names:
@@ -97,24 +99,21 @@ def save(source: Path, cache: Path, uid: int | None) -> int:
             st = os.lstat(path)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (uid is not None and st.st_uid != uid):
                 continue
+            if (target / path.relative_to(cache)).exists():
+                continue
             total += st.st_size
             files.append(path)
-    if not files or total > MAX_BYTES:
+    if not files or kept + total > MAX_BYTES:
         return 0
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".saving-", dir=target.parent))
-    for path in files:
-        out = staging / path.relative_to(cache)
+    for path in sorted(files, key=lambda p: p.name.startswith(GROUP_PREFIX)):
+        out = target / path.relative_to(cache)
         out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.parent / f".{out.name}.{os.getpid()}.partial"  # never restored (its name starts with '.')
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as src, open(out, "wb") as dst:
+        with os.fdopen(fd, "rb") as src, open(partial, "wb") as dst:
             if path.name.startswith(GROUP_PREFIX):
                 dst.write(rebase_group(src.read(MAX_GROUP_BYTES).decode(errors="replace"), cache, None).encode())
             else:
                 shutil.copyfileobj(src, dst)
-    try:
-        staging.rename(target)  # atomic: a concurrent save of the same source keeps the first
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
-        return 0
+        os.replace(partial, out)
     return len(files)

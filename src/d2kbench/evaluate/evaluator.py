@@ -231,7 +231,8 @@ class Evaluation:
         """A new worker of `role`, its folders in this evaluation's scratch and spool unless others are given."""
         sandbox = None
         if role == "candidate" and self.options.sandbox:
-            sandbox = Sandbox(SandboxSettings(), [Path(self.task.path)], self.device)
+            sandbox = Sandbox(SandboxSettings(), [Path(self.task.path)], self.device,
+                              compiles="TRITON_INTERPRET" not in self.env)
         return WorkerProcess(role, self.device, spool or self.spool, scratch or self.work, self.env, sandbox)
 
     def prestart_key(self) -> tuple:
@@ -1128,7 +1129,7 @@ def compile_report(task: Task, candidate: Path | str, workload: str | None = Non
     if dtype:
         w = dataclasses.replace(w, dtype=dtype)
     ev = Evaluation(task, Path(candidate), EvalOptions(device="cpu", time=False))
-    ev.env.pop("TRITON_INTERPRET", None)
+    ev.env.pop("TRITON_INTERPRET", None)  # compiled, not interpreted: the candidate's kept cache serves it too
     try:
         trusted, cand = ev.spawn("trusted"), ev.spawn("candidate")
         ev.start_trusted(trusted)

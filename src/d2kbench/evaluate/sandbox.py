@@ -94,8 +94,12 @@ class Sandbox:
     """One candidate worker's sandbox, seen from the parent: prepare, watch, kill, release."""
 
     def __init__(self, settings: SandboxSettings, hidden: list[Path], device: str,
-                 profiler_ports: Sequence[int] = (), skip: Sequence[str] = (), grant: Sequence[str] = ()):
+                 profiler_ports: Sequence[int] = (), skip: Sequence[str] = (), grant: Sequence[str] = (),
+                 compiles: bool | None = None):
         self.settings, self.hidden, self.gpu = settings, [str(p.resolve()) for p in hidden], device != "cpu"
+        # whether the worker compiles kernels (a GPU, or sm_90 compile reports on a CPU), so that its compile
+        # cache is worth keeping; the interpreter compiles nothing
+        self.compiles = self.gpu if compiles is None else compiles
         self.profiler_ports = list(profiler_ports)  # set: the child stays in the parent's loopback-only netns
         self.skip = list(skip)  # a diagnosis's: which mechanism stops a tool (bench/diag/ncu_profile_check.py)
         self.grant = list(grant)  # what landlock must open for a tool (`Plan.grant`)
@@ -142,7 +146,7 @@ class Sandbox:
         if self.uid is not None:
             os.chown(folder, self.uid, self.uid)
             os.chown(staged, self.uid, self.uid)
-        if self.gpu:  # the interpreter compiles nothing
+        if self.compiles:
             self.staged_source, self.staged_uid = source, self.uid
             self.cache_files = candidate_cache.restore(source, home / "triton", self.uid)
         return staged
