@@ -6,6 +6,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # What bench/results/2026-12-04-h200-owed-12 left open, in order:
+#   planted   the checked round's fresh input set: gpu_content_cache.py (outputs cached by the inputs' contents)
+#             must be integrity/input_cache; the pointer cache and the graph cache keep their verdicts
 #   attn      issue 3's missed attention target (0.93x SDPA on llama3_8b, 0.91x on llama3_70b): the new knob
 #             PREFETCH_PAGE_IDS (page ids loaded one iteration ahead: K/V tiles get num_stages - 1 buffers instead
 #             of num_stages - 3 in the sm_90 TTGIR) against tile, stages and waves, each variant checked first
@@ -30,6 +32,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
+once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
+  gpu_content_cache.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py
 once attn 220 python3 bench/sweep.py attn_decode_paged_gqa --set PREFETCH_PAGE_IDS=False,True --set TILE_N=64,128 \
   --set SPLIT_NUM_STAGES=3,4,5 --set WAVES=4,8 --reps 30 --json "$R/attn_sweep.json"
 once ncu_attn 150 bash -c 'for c in "" --comparator; do for w in llama3_8b_b64_l4k llama3_70b_b16_l32k; do

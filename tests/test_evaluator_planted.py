@@ -42,6 +42,13 @@ def test_planted_candidate_gets_its_verdict(toy_task, planted, verdict, reason):
     assert result.detail
 
 
+def test_the_content_cache_is_correct_where_nothing_is_timed(toy_task):
+    """gpu_content_cache.py serves right outputs from its cache: on the GPU only its speed on a fresh input set
+    can give it away (`integrity/input_cache`, bench/gpu_integrity.py), never a comparison."""
+    result = evaluate(toy_task, PLANTED / "gpu_content_cache.py", EvalOptions(device="cpu"))
+    assert result.verdict == "pass", result.detail
+
+
 def test_expert_passes_and_reports_each_workload(toy_task):
     result = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
     assert result.verdict == "pass", result.detail
