@@ -143,3 +143,13 @@ def test_an_honest_candidate_is_not_an_input_cache(evaluation, checked_round_slo
                                                                  fn == "candidate" else 1.0)
     evaluation.time_workload(evaluation.task.workload("n1m"), WorkloadResult("n1m", "scored"))
     assert evaluation.result.failures == []
+
+
+def test_the_roofline_averages_the_sets_the_timing_ran_on(evaluation):
+    """A workload whose sets differ in work (attention's drawn lengths) has the bytes of the sets it was timed
+    on, averaged: the candidate's slots at the end, not the last set made."""
+    sets = evaluation.task.correctness_sets
+    evaluation.derived["n200"] = {i: {"sum_L": 100.0 * (i + 1)} for i in range(sets + 2)}
+    evaluation.slot_set["n200"] = {0: sets, 1: 1, 2: sets + 1}
+    assert evaluation.timed_derived("n200") == {"sum_L": 100.0 * ((sets + 1) + 2 + (sets + 2)) / 3}
+    assert evaluation.timed_derived("n1m") is None  # a task without derived quantities

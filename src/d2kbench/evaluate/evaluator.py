@@ -197,7 +197,8 @@ class Evaluation:
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
         self.expected: dict[str, dict[int, list[torch.Tensor]]] = {}
         self.expected_strides: dict[str, list[list[int]]] = {}
-        self.derived: dict[str, dict[str, float]] = {}
+        # quantities of each input set that the roofline needs (`derived` in a task's reference), per workload
+        self.derived: dict[str, dict[int, dict[str, float]]] = {}
         # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
         self.slot_set: dict[str, dict[int, int]] = {}
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
@@ -468,7 +469,7 @@ class Evaluation:
         name, written = workload.name, self.task.written_inputs
         reply = self.trusted_request(self.make_inputs_request(workload, i))
         self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
-        self.derived[name] = reply.get("derived", {})
+        self.derived.setdefault(name, {})[i] = reply.get("derived", {})
         oracle = self.trusted_request(
             {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
              **self.export_flag()}
@@ -982,11 +983,20 @@ class Evaluation:
         self.cand.kill()
         return WorkerFault("crash", f"its reply's {what} not as the worker sends them", "malformed_result")
 
+    def timed_derived(self, name: str) -> dict[str, float] | None:
+        """The roofline's quantities averaged over the input sets the timing ran on (the candidate's slots at the
+        end: the sets a workload with drawn lengths was timed on, one of them the fresh set)."""
+        per_set = [self.derived.get(name, {}).get(i) for i in self.slot_set.get(name, {}).values()]
+        per_set = [d for d in per_set if d]
+        if not per_set:
+            return None
+        return {k: statistics.fmean(d[k] for d in per_set) for k in per_set[0]}
+
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         graph = workload.latency_bound and all(tm.graph_median_ms for tm in wr.timings.values())
         t = {fn: tm.graph_median_ms if graph else tm.median_ms for fn, tm in wr.timings.items()}
         cand = t["candidate"]
-        wr.bytes, wr.flops = roofline(self.task, workload, self.derived.get(workload.name))
+        wr.bytes, wr.flops = roofline(self.task, workload, self.timed_derived(workload.name))
         wr.speedup = t["reference"] / cand
         if "expert" in t:
             wr.fraction_of_expert = t["expert"] / cand
