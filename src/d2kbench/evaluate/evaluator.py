@@ -51,10 +51,12 @@ WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round
-# The round whose outputs are checked runs on a fresh input set, one the candidate has never seen. A candidate
-# whose time relative to the reference's is this many times its median in the other rounds ran faster on inputs
-# it had seen before: outputs cached by the inputs' contents. An honest kernel's ratio moves by a few percent
-# from round to round; a cache of a compute-bound kernel's outputs is many times faster than computing them.
+# The round whose outputs are checked puts a fresh input set, one the candidate has never seen, in one of its
+# slots, left out of the warm-up: its first timed call there is the first call on those inputs. A candidate
+# whose first call there, against its calls on the sets it had seen in the same batch, is this many times the
+# reference's same ratio ran faster on inputs it had seen: outputs cached by the inputs' contents. An honest
+# kernel's ratio moves by some percent from call to call; a cache of a compute-bound kernel's outputs is many
+# times faster than computing them.
 FRESH_SLOWDOWN = 1.5
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -120,6 +122,13 @@ def unaccounted_ms(batches: list[tuple[float, list[float], int]]) -> float:
     wall = sum(request_ms for request_ms, _, _ in batches)
     reported = sum(sum(times) + warmups * statistics.median(times) for _, times, warmups in batches)
     return (wall - reported) / sum(len(times) for _, times, _ in batches)
+
+
+def first_call_ratio(times: list[float], slots: list[int], fresh_slot: int) -> float | None:
+    """A batch's first call on `fresh_slot` (calls rotate over `slots`) over the median of its calls elsewhere
+    (None without calls elsewhere)."""
+    rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot]
+    return times[slots.index(fresh_slot)] / max(statistics.median(rest), 1e-9) if rest else None
 
 
 def derive_seed(secret: int, workload: str, index: int) -> int:
@@ -696,7 +705,7 @@ class Evaluation:
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
         warmups = {f: WARMUP_CALLS for f, _ in fns}
-        per_round: dict[tuple[str, bool], dict[int, float]] = {}  # (function, graph) -> round -> median ms
+        fresh_ratio: dict[str, float] = {}  # function -> its first call on the fresh set / its median on the rest
         self.batch_walls = {}
         fresh = self.task.correctness_sets + 1  # the set that only the checked round sees
         self.make_set(workload, fresh)
@@ -705,14 +714,19 @@ class Evaluation:
         # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
         # way (the candidate's input sets moved between its slots), so a candidate that counts calls or watches
         # for the rotation cannot tell it from the rest and cheat around it. It also gets the fresh set: a
-        # candidate that knows it by the set's contents gains nothing but honest work there (`check_fresh_set`).
+        # candidate that tells it by its contents can only work it out honestly there, and is timed doing so
+        # (`check_fresh_set`).
         checked = 1 + secrets.randbelow(self.options.rounds)
         unchecked_graphs = False  # the checked round's graph batch of the candidate gave no times
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
-            if rnd == checked and not self.put_fresh_set(workload, slots, fresh):
-                return
+            fresh_in = None  # the candidate's slot that holds the fresh set, in the checked round
+            if rnd == checked:
+                k = self.put_fresh_set(workload, slots, fresh)
+                if k is None:
+                    return
+                fresh_in = slots[k]
             # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
             # set (the stale check), one slot with the fresh set from the checked round on, and a workload whose
             # sets differ in work (drawn lengths) must not be timed on others.
@@ -723,10 +737,14 @@ class Evaluation:
             # to -12) while their events times agreed.
             for fn, worker in fns if rnd == 0 else SHUFFLE.sample(fns, len(fns)):
                 fn_slots = slots if fn == "candidate" else trusted_slots
+                fresh_slot = None if fresh_in is None else fresh_in if fn == "candidate" else self.slot_id(name, fresh)
                 times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
-                                         validate=(rnd == checked), warmup=warmups[fn])
+                                         validate=(rnd == checked), warmup=warmups[fn], unwarmed=fresh_slot)
                 if times is None:
                     return
+                ratio = None if fresh_slot is None else first_call_ratio(times, fn_slots, fresh_slot)
+                if ratio is not None:
+                    fresh_ratio[fn] = ratio
                 if rnd == 0:
                     # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three
                     # calls a batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
@@ -736,13 +754,11 @@ class Evaluation:
                     self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
                 else:
                     samples[fn] += times
-                    per_round.setdefault((fn, False), {})[rnd] = statistics.median(times)
                 if workload.latency_bound and rnd > 0:
                     gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=True,
                                               validate=(rnd == checked), warmup=warmups[fn])
                     if gtimes:
                         graph_samples[fn] += gtimes
-                        per_round.setdefault((fn, True), {})[rnd] = statistics.median(gtimes)
                     elif rnd == checked and fn == "candidate":
                         unchecked_graphs = True
         if unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
@@ -751,7 +767,7 @@ class Evaluation:
                              "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
-        self.check_fresh_set(workload, per_round, checked)
+        self.check_fresh_set(workload, fresh_ratio)
         for fn, values in samples.items():
             g = graph_samples[fn]
             wr.timings[fn] = Timing(
@@ -838,9 +854,9 @@ class Evaluation:
         self.sets_moved_along(workload)
         return True
 
-    def put_fresh_set(self, workload: Workload, slots: list[int], fresh: int) -> bool:
-        """Write the fresh input set in place over one of the candidate's slots, drawn at random (False on a
-        fault)."""
+    def put_fresh_set(self, workload: Workload, slots: list[int], fresh: int) -> int | None:
+        """Write the fresh input set in place over one of the candidate's slots, drawn at random; that slot's
+        index (None on a fault)."""
         k = secrets.randbelow(len(slots))
         try:
             self.cand.request({"op": "put_inputs", "slot": slots[k], "in_place": True,
@@ -848,31 +864,25 @@ class Evaluation:
                               self.options.call_timeout_s)
         except (RequestFailed, WorkerFault) as exc:
             self.result.add(self.candidate_fault(exc, workload))
-            return False
+            return None
         self.slot_set[workload.name][k] = fresh
-        return True
+        return k
 
-    def check_fresh_set(self, workload: Workload, per_round: dict[tuple[str, bool], dict[int, float]],
-                        checked: int) -> None:
-        """The candidate's time relative to the reference's, in the checked round (which ran on a fresh input
-        set) against the median of the other rounds (on sets it had seen): `FRESH_SLOWDOWN` times or more is
-        `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. Events and graph
-        replays apart: a cache may serve one and not the other."""
-        for graph in (False, True):
-            cand, ref = per_round.get(("candidate", graph), {}), per_round.get(("reference", graph), {})
-            ratios = {r: cand[r] / ref[r] for r in cand.keys() & ref.keys() if ref[r] > 0}
-            others = [v for r, v in ratios.items() if r != checked]
-            if checked not in ratios or not others:
-                continue
-            slowdown = ratios[checked] / statistics.median(others)
-            if slowdown >= FRESH_SLOWDOWN:
-                kind = "graph replays" if graph else "calls"
-                self.result.add(Failure(
-                    "integrity", "input_cache",
-                    f"on an input set it had not seen before, the candidate's {kind} took {slowdown:.1f}x their "
-                    f"time (relative to the reference's) on the sets it had seen: outputs served from a cache "
-                    f"keyed by the inputs' contents", workload.name))
-                return
+    def check_fresh_set(self, workload: Workload, fresh_ratio: dict[str, float]) -> None:
+        """The candidate's first call on the fresh input set against its calls on the sets it had seen (in the
+        checked round's events batch), over the reference's same ratio: `FRESH_SLOWDOWN` or more is
+        `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. (Graph replays are
+        not covered: the capture calls every slot before the first replay.)"""
+        cand, ref = fresh_ratio.get("candidate"), fresh_ratio.get("reference")
+        if cand is None or not ref:
+            return
+        slowdown = cand / ref
+        if slowdown >= FRESH_SLOWDOWN:
+            self.result.add(Failure(
+                "integrity", "input_cache",
+                f"its first call on an input set it had not seen took {slowdown:.1f}x its calls on the sets it had "
+                "seen, relative to the reference's: outputs served from a cache keyed by the inputs' contents",
+                workload.name))
 
     def sets_can_move(self, workload: Workload) -> bool:
         """Whether the graph recheck may move the input sets between the slots: only tensors change under a
@@ -888,12 +898,12 @@ class Evaluation:
 
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool,
-                    warmup: int = WARMUP_CALLS) -> list[float] | None:
+                    warmup: int = WARMUP_CALLS, unwarmed: int | None = None) -> list[float] | None:
         returned = validate and fn == "candidate"
         move_sets = returned and graph and self.sets_can_move(workload)
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
-                   "warmup": warmup, "graph": graph, "return_outputs": returned, "move_sets": move_sets,
-                   **self.export_flag()}
+                   "warmup": warmup, "unwarmed": unwarmed, "graph": graph, "return_outputs": returned,
+                   "move_sets": move_sets, **self.export_flag()}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
             start = time.perf_counter()

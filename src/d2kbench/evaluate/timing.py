@@ -55,19 +55,23 @@ class Timer:
         warmup: int,
         graph: bool,
         before_recheck: Callable[[], None] | None = None,
+        unwarmed: int | None = None,
     ) -> tuple[list[float], dict[int, object]]:
         """Milliseconds of `reps` calls (`call(slot)` rotating over `slots`) and the last output per slot.
 
         With `graph`, one call per slot is captured into a CUDA graph and the replays are timed; with
-        `before_recheck` too, the outputs are those of `replay_recheck` instead.
+        `before_recheck` too, the outputs are those of `replay_recheck` instead. The slot `unwarmed` is left out
+        of the warm-up, so its first timed call is the first call on what it holds, and its output is a copy of
+        that first call's (`first_call_outputs`).
         """
-        for i in range(warmup):  # (a graph's capture is preceded by one call per slot besides)
-            restore(slots[i % len(slots)])
-            call(slots[i % len(slots)])
+        for slot in warmup_slots(slots, warmup, unwarmed):  # (a graph's capture is preceded by one call per slot)
+            restore(slot)
+            call(slot)
         torch.cuda.synchronize(self.device)
         if graph:
             return self.time_graphs(call, restore, slots, reps, before_recheck)
         outputs: dict[int, object] = {}
+        first: dict[int, object] = {}
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
@@ -78,8 +82,9 @@ class Timer:
             starts[i].record()
             outputs[slot] = call(slot)
             ends[i].record()
+            first_call_outputs(first, slot, unwarmed, outputs[slot])
         torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], outputs
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], {**outputs, **first}
 
     def time_graphs(
         self, call: Callable[[int], object], restore: Callable[[int], None], slots: Sequence[int], reps: int,
@@ -144,6 +149,56 @@ class Timer:
             restore(slot)
             g.replay()
         torch.cuda.synchronize(self.device)
+
+
+def warmup_slots(slots: Sequence[int], warmup: int, unwarmed: int | None) -> list[int]:
+    """The slots of `warmup` untimed calls, rotating over `slots` but never `unwarmed`."""
+    others = [s for s in slots if s != unwarmed]
+    return [others[i % len(others)] for i in range(warmup)] if others else []
+
+
+def first_call_outputs(first: dict[int, object], slot: int, unwarmed: int | None, out: object) -> None:
+    """Keep a copy of the unwarmed slot's first output: a candidate that answers the first call on inputs it has
+    not seen with anything but their result (to work it out later, or into the same buffer) is checked on that
+    answer, not on a later call's. The copy is queued after the call's end mark: it is not timed."""
+    if slot != unwarmed or slot in first:
+        return
+    first[slot] = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out) if isinstance(out, tuple) \
+        else out.clone() if isinstance(out, torch.Tensor) else out
+
+
+class HostTimer:
+    """`Timer` on a CPU (the interpreter): each call timed by the host clock, nothing flushed, no CUDA graphs.
+    An evaluation never times on a CPU; the tests use it to run the parent's timing rounds end to end, real
+    workers and all, without a GPU."""
+
+    def time(
+        self,
+        call: Callable[[int], object],
+        restore: Callable[[int], None],
+        slots: Sequence[int],
+        reps: int,
+        warmup: int,
+        graph: bool,
+        before_recheck: Callable[[], None] | None = None,
+        unwarmed: int | None = None,
+    ) -> tuple[list[float], dict[int, object]]:
+        if graph:
+            raise RuntimeError("CUDA graphs need a GPU")
+        for slot in warmup_slots(slots, warmup, unwarmed):
+            restore(slot)
+            call(slot)
+        times: list[float] = []
+        outputs: dict[int, object] = {}
+        first: dict[int, object] = {}
+        for i in range(reps):
+            slot = slots[i % len(slots)]
+            restore(slot)
+            start = time.perf_counter()
+            outputs[slot] = call(slot)
+            times.append((time.perf_counter() - start) * 1e3)
+            first_call_outputs(first, slot, unwarmed, outputs[slot])
+        return times, {**outputs, **first}
 
 
 def measure_ceilings(device: torch.device) -> dict[str, float]:

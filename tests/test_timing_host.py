@@ -1,0 +1,87 @@
+"""The timing rounds end to end on the CPU: real workers (the candidate sandboxed), the host clock in place of CUDA
+events (`HostTimer`). What the GPU-only flow does with the input sets (the rotation, the checked round's fresh set
+written in place and left out of the warm-up, the baselines on the candidate's sets, the outputs revalidated) runs
+here, in CI."""
+
+import pytest
+import torch
+
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
+from d2kbench.evaluate.result import WorkloadResult
+from d2kbench.evaluate.timing import HostTimer, warmup_slots
+from tests.conftest import PLANTED
+
+
+def test_the_unwarmed_slot_is_left_out_of_the_warm_up():
+    assert warmup_slots([10, 11, 12], 3, None) == [10, 11, 12]
+    assert warmup_slots([10, 11, 12], 3, 11) == [10, 12, 10]
+    assert warmup_slots([10], 2, 10) == []
+
+
+def test_the_unwarmed_slots_output_is_its_first_calls():
+    """A candidate that answers the first call on unseen inputs with something else, and writes the right result
+    into the same buffer later, is checked on what its first call returned."""
+    out = torch.zeros(4)
+    calls = []
+
+    def call(slot):
+        calls.append(slot)
+        out.fill_(float(len(calls)))  # one buffer, rewritten by every call
+        return out
+
+    times, outputs = HostTimer().time(call, lambda slot: None, [0, 1], reps=6, warmup=2, graph=False, unwarmed=1)
+    assert calls[:2] == [0, 0] and calls[2:] == [0, 1, 0, 1, 0, 1]  # warm-up on slot 0 only; then the timed calls
+    assert len(times) == 6
+    assert float(outputs[1][0]) == 4.0  # slot 1's first timed call (the fourth call in all), not its last
+    assert outputs[0] is out
+
+
+def timed(toy_task, candidate, monkeypatch) -> Evaluation:
+    """`candidate` checked and timed on the toy's cpu workload n200, on the CPU; the GPU's probes stood in for."""
+    ev = Evaluation(toy_task, candidate, EvalOptions(device="cpu", rounds=3, batch_ms=40))
+    monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
+    monkeypatch.setattr(ev, "gpu_ceilings", lambda: {"copy_bytes_per_s": 1e15, "bf16_flops_per_s": 1e18})
+    monkeypatch.setattr(ev, "quiet", lambda workload, wr, ceiling, wait_s, when: 1.0)
+    monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)  # host overheads: not the GPU's
+    workload = toy_task.workload("n200")
+    ev.wr = WorkloadResult("n200", "scored")
+    try:
+        trusted, cand = ev.spawn("trusted"), ev.spawn("candidate")
+        ev.gpu = True  # what makes the trusted worker load the expert for timing
+        ev.start_trusted(trusted)
+        ev.gpu = False
+        assert ev.start_candidate(cand), ev.result.detail
+        ev.prepare_workload(workload)
+        ev.check_workload(workload, ev.wr)
+        assert ev.result.verdict == "pass", ev.result.detail
+        ev.time_workload(workload, ev.wr)
+    finally:
+        ev.close()
+    return ev
+
+
+def test_the_expert_is_timed_with_the_fresh_set_and_passes(toy_task, monkeypatch):
+    ev = timed(toy_task, toy_task.expert_path, monkeypatch)
+    assert ev.result.failures == []
+    assert set(ev.wr.timings) == {"reference", "candidate", "expert"}
+    assert toy_task.correctness_sets + 1 in ev.slot_set["n200"].values()  # one slot took the fresh set
+    assert ev.wr.fraction_of_expert is not None
+
+
+def test_a_cache_keyed_by_the_inputs_contents_is_caught(toy_task, monkeypatch, tmp_path):
+    """gpu_content_cache.py, its honest path shortened for the interpreter (16 launches instead of 64): correct on
+    every set, fast on the sets it has seen, slow on its first call on the fresh one."""
+    source = (PLANTED / "gpu_content_cache.py").read_text()
+    assert source.count("REPEAT = 64") == 1
+    planted = tmp_path / "content_cache.py"
+    planted.write_text(source.replace("REPEAT = 64", "REPEAT = 16"))
+    ev = timed(toy_task, planted, monkeypatch)
+    assert [(f.verdict, f.reason) for f in ev.result.failures] == [("integrity", "input_cache")]
+
+
+@pytest.mark.parametrize("planted", ["timed_pointer_cache.py"])
+def test_a_pointer_cache_still_gives_wrong_timed_outputs(toy_task, monkeypatch, planted):
+    """The fresh set is written in place, at the addresses the candidate has seen: a cache keyed by pointer
+    answers it with the old outputs."""
+    ev = timed(toy_task, PLANTED / planted, monkeypatch)
+    assert ("incorrect", "timed_output_mismatch") in [(f.verdict, f.reason) for f in ev.result.failures]
