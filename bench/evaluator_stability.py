@@ -71,7 +71,8 @@ def main() -> int:
                     ref = w.timings["reference"]
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
                           f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {ref.median_ms * 1e3:.1f}, "
-                          f"{ref.min_ms * 1e3:.1f}-{ref.max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}",
+                          f"{ref.min_ms * 1e3:.1f}-{ref.max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}; "
+                          f"fresh-set slowdown {w.fresh_slowdown}",
                           flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)

@@ -142,9 +142,11 @@ def test_a_first_call_on_unseen_inputs_much_slower_than_the_rest_is_an_input_cac
     call there is slow. A kernel whose first call on new inputs is somewhat slower (its data drawn otherwise) is
     not flagged under 1.5x."""
     evaluation.fresh_factor = lambda fn: factor if fn == "candidate" else 1.0
-    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
+    wr = WorkloadResult("n200", "scored")
+    evaluation.time_workload(evaluation.task.workload("n200"), wr)
     failures = [(f.verdict, f.reason) for f in evaluation.result.failures]
     assert failures == ([("integrity", "input_cache")] if caught else [])
+    assert wr.fresh_slowdown == ([factor, factor] if caught else [factor])
 
 
 def test_a_slow_first_call_of_the_reference_too_is_not_the_candidates_fault(evaluation):
@@ -175,8 +177,9 @@ def test_one_slow_first_call_is_timed_again_before_it_is_a_verdict(evaluation):
         return 4.0 if len(seen) == 1 else 1.0
 
     evaluation.fresh_factor = hiccup_once
-    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
-    assert evaluation.result.failures == []
+    wr = WorkloadResult("n200", "scored")
+    evaluation.time_workload(evaluation.task.workload("n200"), wr)
+    assert evaluation.result.failures == [] and wr.fresh_slowdown == [4.0, 1.0]  # both kept in the result
     sets = evaluation.task.correctness_sets
     puts = [m["inputs"] for m in evaluation.cand.sent if m["op"] == "put_inputs"]
     assert puts == [[f"set {sets + 1}"], [f"set {sets + 2}"]]  # the second fresh set, for the second timing

@@ -883,11 +883,15 @@ class Evaluation:
         (Graph replays are not covered: the capture calls every slot before the first replay.) False where the
         second timing failed (recorded)."""
         first = fresh_slowdown(fresh_ratio)
-        if first is None or first < FRESH_SLOWDOWN:
+        if first is None:
+            return True
+        wr.fresh_slowdown.append(round(first, 3))
+        if first < FRESH_SLOWDOWN:
             return True
         again = self.time_fresh_set(workload, wr, slots, reps, warmups)
         if again is None:
             return False
+        wr.fresh_slowdown.append(round(again, 3))
         if again >= FRESH_SLOWDOWN:
             self.result.add(Failure(
                 "integrity", "input_cache",
