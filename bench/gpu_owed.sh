@@ -16,7 +16,8 @@
 #   offset    the short kernels' per-process offset: bench/diag/latency_process_offset.py, with the new mode
 #             `touched` (one element of every 64 KiB of each input read after the flush: page-table walks?)
 #   stability all four experts, two warm evaluations each (every verdict must stay a pass with the checked round's
-#             fresh input set and the drawn order of functions, both new), with the kept compile cache now hitting (attention
+#             fresh input set and the drawn order of functions, both new; each workload's line prints the fresh-set
+#             slowdown, the honest margin under FRESH_SLOWDOWN 1.5), with the kept compile cache now hitting (attention
 #             predicted about 16 s warm, was 19.8-20.4 s), then attention and muon with --batch-ms 50 (muon's
 #             timing phase predicted about 6 s instead of 11 s; the speedup spread must stay under 2%)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run again (its store kept in $STATE)
