@@ -743,7 +743,9 @@ class Evaluation:
             # to -12) while their events times agreed.
             for fn, worker in fns if rnd == 0 else SHUFFLE.sample(fns, len(fns)):
                 fn_slots = slots if fn == "candidate" else trusted_slots
-                fresh_slot = None if fresh_in is None else fresh_in if fn == "candidate" else self.slot_id(name, fresh)
+                fresh_slot = None  # its slot of the fresh set, left out of the warm-up
+                if fresh_in is not None:
+                    fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh)
                 times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
                                          validate=(rnd == checked), warmup=warmups[fn], unwarmed=fresh_slot)
                 if times is None:
