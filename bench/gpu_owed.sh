@@ -6,7 +6,7 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # What bench/results/2026-12-04-h200-owed-12 left open, in order:
-#   planted   the checked round's fresh input set: gpu_content_cache.py (outputs cached by the inputs' contents)
+#   planted   each timed round's fresh input set: gpu_content_cache.py (outputs cached by the inputs' contents)
 #             must be integrity/input_cache; the pointer cache and the graph cache keep their verdicts
 #   attn      issue 3's missed attention target (0.93x SDPA on llama3_8b, 0.91x on llama3_70b): the new knob
 #             PREFETCH_PAGE_IDS (page ids loaded one iteration ahead: K/V tiles get num_stages - 1 buffers instead

@@ -45,8 +45,10 @@ def stand_in_timing(ev, monkeypatch, timed_batch, rotate=lambda workload, slots:
     and the timed batches answered by `rotate` and `timed_batch`, the fresh set made as a placeholder and its
     put recorded by a stand-in candidate (`ev.cand.sent`); no worker process is asked anything."""
     ev.cand = StandInCandidate()
-    monkeypatch.setattr(ev, "make_set", lambda workload, i: ev.inputs.setdefault(workload.name, {}).update(
-        {i: [f"set {i}"]}))
+    for w in ev.task.workloads:  # the sets the checks made, as placeholders
+        ev.inputs[w.name] = {i: [f"set {i}"] for i in range(ev.task.correctness_sets + 1)}
+    monkeypatch.setattr(ev, "make_set", lambda workload, i, oracle=True: ev.inputs.setdefault(
+        workload.name, {}).update({i: [f"set {i}"]}))
     monkeypatch.setattr(ev, "pack", lambda values, worker: list(values))
     monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)
     monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)

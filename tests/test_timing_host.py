@@ -64,7 +64,12 @@ def test_the_expert_is_timed_with_the_fresh_set_and_passes(toy_task, monkeypatch
     ev = timed(toy_task, toy_task.expert_path, monkeypatch)
     assert ev.result.failures == []
     assert set(ev.wr.timings) == {"reference", "candidate", "expert"}
-    assert toy_task.correctness_sets + 1 in ev.slot_set["n200"].values()  # one slot took the fresh set
+    sets, rounds = toy_task.correctness_sets, ev.options.rounds
+    assert set(ev.inputs["n200"]) == set(range(sets + rounds + 1))  # a fresh set for every timed round...
+    oracle_for = set(ev.expected["n200"]) - set(range(sets + 1))
+    assert len(oracle_for) == 1 and oracle_for < set(ev.inputs["n200"])  # ...the checked round's with its oracle
+    assert sorted(ev.slot_set["n200"].values()) == [1, 2, sets]  # each put back after its round
+    assert len(ev.wr.fresh_slowdown) == rounds
     assert ev.wr.fraction_of_expert is not None
 
 

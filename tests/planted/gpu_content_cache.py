@@ -3,8 +3,9 @@
 A Triton kernel reads a fingerprint of the inputs (a few elements of x and y); outputs computed before for the
 same fingerprint come back as a copy. The honest path is made slow (the axpy launched 64 times over) so that the
 cache pays, as it would for a compute-bound kernel. Every checked call and the stale check see contents never
-seen and compute; the timed rounds see contents seen in the checks, except the checked round's fresh input set.
-Expected: integrity/input_cache (before the fresh set, a pass with a fast time). On the CPU it passes.
+seen and compute; the timed rounds see contents seen in the checks, except each round's fresh input set, which
+it must work out in a timed call. Expected: integrity/input_cache (before the fresh sets, a pass with a fast
+time). On the CPU, where nothing is timed, it passes.
 """
 import torch
 import triton

@@ -51,12 +51,13 @@ WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round
-# The round whose outputs are checked puts a fresh input set, one the candidate has never seen, in one of its
-# slots, left out of the warm-up: its first timed call there is the first call on those inputs. A candidate
-# whose first call there, against its calls on the sets it had seen in the same batch, is this many times the
+# Every timed round puts a fresh input set, one the candidate has never seen, in one of its slots, left out of
+# the warm-up: its first timed call there is the first call on those inputs. A candidate whose first call there,
+# against its calls on the sets it had seen in the same batch, is (the median over the rounds) this many times the
 # reference's same ratio ran faster on inputs it had seen: outputs cached by the inputs' contents. An honest
 # kernel's ratio moves by some percent from call to call; a cache of a compute-bound kernel's outputs is many
-# times faster than computing them.
+# times faster than computing them. Every round, not only the checked one: a fresh set in the checked round
+# alone would tell the candidate which round is checked.
 FRESH_SLOWDOWN = 1.5
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -479,12 +480,15 @@ class Evaluation:
             self.make_set(workload, i)
         self.check_tolerance_discriminates(workload)
 
-    def make_set(self, workload: Workload, i: int) -> None:
-        """Input set `i` made in the trusted worker (its slot), a copy kept, and the oracle's outputs for it."""
+    def make_set(self, workload: Workload, i: int, oracle: bool = True) -> None:
+        """Input set `i` made in the trusted worker (its slot), a copy kept, and (with `oracle`) the oracle's
+        outputs for it."""
         name, written = workload.name, self.task.written_inputs
         reply = self.trusted_request(self.make_inputs_request(workload, i))
         self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
         self.derived.setdefault(name, {})[i] = reply.get("derived", {})
+        if not oracle:
+            return
         oracle = self.trusted_request(
             {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
              **self.export_flag()}
@@ -711,26 +715,28 @@ class Evaluation:
         graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
         reps = {f: 3 for f, _ in fns}
         warmups = {f: WARMUP_CALLS for f, _ in fns}
-        fresh_ratio: dict[str, float | None] = {}  # function -> its first call on the fresh set / its other calls
+        # per round: function -> its first call on the round's fresh set / its other calls in the batch
+        fresh_ratio: dict[int, dict[str, float | None]] = {}
         self.batch_walls = {}
-        fresh = self.task.correctness_sets + 1  # the set that only the checked round sees
-        self.make_set(workload, fresh)
+        # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
+        # way (the candidate's input sets moved between its slots, a fresh set in one of them), so a candidate that
+        # counts calls, watches for the rotation or fingerprints its inputs cannot tell it from the rest and cheat
+        # around it. Only the checked round's fresh set needs the oracle's outputs.
+        checked = 1 + secrets.randbelow(self.options.rounds)
+        fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
+        for rnd, index in fresh.items():
+            self.make_set(workload, index, oracle=(rnd == checked))
         if not self.gpu_uncontended(workload, wr):
             return
-        # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
-        # way (the candidate's input sets moved between its slots), so a candidate that counts calls or watches
-        # for the rotation cannot tell it from the rest and cheat around it. It also gets the fresh set: a
-        # candidate that tells it by its contents can only work it out honestly there, and is timed doing so
-        # (`check_fresh_set`).
-        checked = 1 + secrets.randbelow(self.options.rounds)
         unchecked_graphs = False  # the checked round's graph batch of the candidate gave no times
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
                 return
-            fresh_in = None  # the candidate's slot that holds the fresh set, in the checked round
-            if rnd == checked:
-                k = self.put_fresh_set(workload, slots, fresh)
-                if k is None:
+            fresh_in = None  # the candidate's slot that holds this round's fresh set
+            if rnd > 0:
+                k = secrets.randbelow(len(slots))
+                replaced = self.put_set(workload, slots, k, fresh[rnd])
+                if replaced is None:
                     return
                 fresh_in = slots[k]
             # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
@@ -745,13 +751,13 @@ class Evaluation:
                 fn_slots = slots if fn == "candidate" else trusted_slots
                 fresh_slot = None  # its slot of the fresh set, left out of the warm-up
                 if fresh_in is not None:
-                    fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh)
+                    fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh[rnd])
                 times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
                                          validate=(rnd == checked), warmup=warmups[fn], unwarmed=fresh_slot)
                 if times is None:
                     return
                 if fresh_slot is not None:
-                    fresh_ratio[fn] = first_call_ratio(times, fn_slots, fresh_slot)
+                    fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
                 if rnd == 0:
                     # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three
                     # calls a batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
@@ -768,14 +774,17 @@ class Evaluation:
                         graph_samples[fn] += gtimes
                     elif rnd == checked and fn == "candidate":
                         unchecked_graphs = True
+            if rnd > 0:  # the set the fresh one replaced goes back where the fresh one is now (a recheck moves sets)
+                now = next(j for j, held in self.slot_set[name].items() if held == fresh[rnd])
+                if self.put_set(workload, slots, now, replaced) is None:
+                    return
         if unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
             graph_samples["candidate"] = []
             wr.errors.append("candidate: no CUDA graph in the round whose graph outputs were checked; graph "
                              "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
-        if not self.check_fresh_set(workload, wr, fresh_ratio, slots, reps, warmups):
-            return
+        self.check_fresh_sets(workload, wr, fresh_ratio)
         for fn, values in samples.items():
             g = graph_samples[fn]
             wr.timings[fn] = Timing(
@@ -862,65 +871,37 @@ class Evaluation:
         self.sets_moved_along(workload)
         return True
 
-    def put_fresh_set(self, workload: Workload, slots: list[int], fresh: int) -> int | None:
-        """Write the fresh input set in place over one of the candidate's slots, drawn at random; that slot's
-        index (None on a fault)."""
-        k = secrets.randbelow(len(slots))
+    def put_set(self, workload: Workload, slots: list[int], k: int, index: int) -> int | None:
+        """Write input set `index` in place over the candidate's slot `k`; the set the slot held, or None on a
+        fault."""
         try:
             self.cand.request({"op": "put_inputs", "slot": slots[k], "in_place": True,
-                               "inputs": self.pack(self.inputs[workload.name][fresh], self.cand)},
+                               "inputs": self.pack(self.inputs[workload.name][index], self.cand)},
                               self.options.call_timeout_s)
         except (RequestFailed, WorkerFault) as exc:
             self.result.add(self.candidate_fault(exc, workload))
             return None
-        self.slot_set[workload.name][k] = fresh
-        return k
+        replaced = self.slot_set[workload.name][k]
+        self.slot_set[workload.name][k] = index
+        return replaced
 
-    def check_fresh_set(self, workload: Workload, wr: WorkloadResult, fresh_ratio: dict[str, float],
-                        slots: list[int], reps: dict[str, int], warmups: dict[str, int]) -> bool:
-        """The candidate's first call on the fresh input set against its calls on the sets it had seen (in the
-        checked round's events batch), over the reference's same ratio: `FRESH_SLOWDOWN` or more, twice, is
-        `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. One slow call can be
-        a hiccup of the GPU, so a first finding is timed again on a second fresh set before it is a verdict.
-        (Graph replays are not covered: the capture calls every slot before the first replay.) False where the
-        second timing failed (recorded)."""
-        first = fresh_slowdown(fresh_ratio)
-        if first is None:
-            return True
-        wr.fresh_slowdown.append(round(first, 3))
-        if first < FRESH_SLOWDOWN:
-            return True
-        again = self.time_fresh_set(workload, wr, slots, reps, warmups)
-        if again is None:
-            return False
-        wr.fresh_slowdown.append(round(again, 3))
-        if again >= FRESH_SLOWDOWN:
+    def check_fresh_sets(self, workload: Workload, wr: WorkloadResult,
+                         fresh_ratio: dict[int, dict[str, float | None]]) -> None:
+        """Per round, the candidate's first call on the fresh input set against its calls on the sets it had seen
+        (its events batch), over the reference's same ratio; their median `FRESH_SLOWDOWN` or more is
+        `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. The median over the
+        rounds: one slow call can be a hiccup of the GPU. (Graph replays are not covered: the capture calls every
+        slot before the first replay.)"""
+        wr.fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, fresh_ratio.values()) if v is not None]
+        if not wr.fresh_slowdown:
+            return
+        slowdown = statistics.median(wr.fresh_slowdown)
+        if slowdown >= FRESH_SLOWDOWN:
             self.result.add(Failure(
                 "integrity", "input_cache",
-                f"its first calls on two input sets it had not seen took {first:.1f}x and {again:.1f}x its calls on "
-                "the sets it had seen, relative to the reference's: outputs served from a cache keyed by the "
-                "inputs' contents", workload.name))
-        return True
-
-    def time_fresh_set(self, workload: Workload, wr: WorkloadResult, slots: list[int], reps: dict[str, int],
-                       warmups: dict[str, int]) -> float | None:
-        """One more events batch of the reference and the candidate, a second fresh set in a slot drawn anew and
-        left out of the warm-up, the candidate's outputs checked: its `fresh_slowdown` (None on a fault)."""
-        name, fresh = workload.name, self.task.correctness_sets + 2
-        self.make_set(workload, fresh)
-        k = self.put_fresh_set(workload, slots, fresh)
-        if k is None:
-            return None
-        trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
-        ratio = {}
-        for fn, worker, fn_slots, unwarmed in (("reference", self.trusted, trusted_slots, self.slot_id(name, fresh)),
-                                               ("candidate", self.cand, slots, slots[k])):
-            times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False, validate=True,
-                                     warmup=warmups[fn], unwarmed=unwarmed)
-            if times is None:
-                return None
-            ratio[fn] = first_call_ratio(times, fn_slots, unwarmed)
-        return fresh_slowdown(ratio)
+                f"its first calls on input sets it had not seen took {slowdown:.1f}x its calls on the sets it had "
+                "seen (the median over the rounds), relative to the reference's: outputs served from a cache keyed "
+                "by the inputs' contents", workload.name))
 
     def sets_can_move(self, workload: Workload) -> bool:
         """Whether the graph recheck may move the input sets between the slots: only tensors change under a
@@ -1033,7 +1014,7 @@ class Evaluation:
 
     def timed_derived(self, name: str) -> dict[str, float] | None:
         """The roofline's quantities averaged over the input sets the timing ran on (the candidate's slots at the
-        end: the sets a workload with drawn lengths was timed on, one of them the fresh set)."""
+        end: the sets a workload with drawn lengths was timed on; each round's fresh set, timed once, left out)."""
         per_set = [self.derived.get(name, {}).get(i) for i in self.slot_set.get(name, {}).values()]
         per_set = [d for d in per_set if d]
         if not per_set:
@@ -1150,7 +1131,8 @@ class Evaluation:
             self.result.log_tail = self.cand.log_tail()
 
     def drop(self, workload: Workload) -> None:
-        slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets + 3)]  # the fresh ones too
+        fresh = self.task.correctness_sets + self.options.rounds + 1  # the timed rounds' fresh sets too
+        slots = [self.slot_id(workload.name, i) for i in range(fresh)]
         for worker in (self.trusted, self.cand):
             if worker is not None and worker.alive:
                 try:

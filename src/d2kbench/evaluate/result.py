@@ -98,8 +98,8 @@ class WorkloadResult:
     # per timed call and function: the parent's wall clock over the event-timed batches less the kernel time the
     # worker reported for them (flush, launch and request overhead; a timer that under-reports shows up here)
     unaccounted_ms: dict[str, float] = field(default_factory=dict)
-    # the candidate's first call on a fresh input set against its calls on seen sets, over the reference's same
-    # ratio (`integrity/input_cache` at 1.5 twice); one value per fresh set timed
+    # per timed round, the candidate's first call on the round's fresh input set against its calls on seen sets,
+    # over the reference's same ratio (`integrity/input_cache` where their median is 1.5 or more)
     fresh_slowdown: list[float] = field(default_factory=list)
 
 
