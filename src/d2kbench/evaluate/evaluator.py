@@ -740,8 +740,8 @@ class Evaluation:
                     return
                 fresh_in = slots[k]
             # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
-            # set (the stale check), one slot with the fresh set from the checked round on, and a workload whose
-            # sets differ in work (drawn lengths) must not be timed on others.
+            # set (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in
+            # work (drawn lengths) must not be timed on others.
             trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
             # Each timed round in an order of its own: a batch's place in the round (after which other batch,
             # which probe) must not favour one function. In a fixed order the expert's graph replays came out
@@ -863,23 +863,25 @@ class Evaluation:
     def rotate_candidate_slots(self, workload: Workload, slots: list[int]) -> bool:
         """Before each timed round, move the input sets between the candidate's slots in place, so outputs
         cached by pointer or call count in the timed runs no longer match (False on a fault)."""
+        if not self.ask_candidate(workload, {"op": "rotate", "slots": slots}):
+            return False
+        self.sets_moved_along(workload)
+        return True
+
+    def ask_candidate(self, workload: Workload, message: dict[str, Any]) -> bool:
+        """One request to the candidate's worker between timed batches; False, its fault recorded, where it fails."""
         try:
-            self.cand.request({"op": "rotate", "slots": slots}, self.options.call_timeout_s)
+            self.cand.request(message, self.options.call_timeout_s)
         except (RequestFailed, WorkerFault) as exc:
             self.result.add(self.candidate_fault(exc, workload))
             return False
-        self.sets_moved_along(workload)
         return True
 
     def put_set(self, workload: Workload, slots: list[int], k: int, index: int) -> int | None:
         """Write input set `index` in place over the candidate's slot `k`; the set the slot held, or None on a
         fault."""
-        try:
-            self.cand.request({"op": "put_inputs", "slot": slots[k], "in_place": True,
-                               "inputs": self.pack(self.inputs[workload.name][index], self.cand)},
-                              self.options.call_timeout_s)
-        except (RequestFailed, WorkerFault) as exc:
-            self.result.add(self.candidate_fault(exc, workload))
+        if not self.ask_candidate(workload, {"op": "put_inputs", "slot": slots[k], "in_place": True,
+                                             "inputs": self.pack(self.inputs[workload.name][index], self.cand)}):
             return None
         replaced = self.slot_set[workload.name][k]
         self.slot_set[workload.name][k] = index

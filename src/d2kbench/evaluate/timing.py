@@ -46,6 +46,13 @@ class Timer:
         """Keep the GPU busy while the host queues the start event and the call (see HEAD_START_S)."""
         torch.cuda._sleep(self.head_start_cycles)
 
+    def mark(self) -> torch.cuda.Event:
+        """A start or end mark of one timed call."""
+        return torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
     def time(
         self,
         call: Callable[[int], object],
@@ -67,13 +74,13 @@ class Timer:
         for slot in warmup_slots(slots, warmup, unwarmed):  # (a graph's capture is preceded by one call per slot)
             restore(slot)
             call(slot)
-        torch.cuda.synchronize(self.device)
+        self.synchronize()
         if graph:
             return self.time_graphs(call, restore, slots, reps, before_recheck)
         outputs: dict[int, object] = {}
         first: dict[int, object] = {}
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        starts = [self.mark() for _ in range(reps)]
+        ends = [self.mark() for _ in range(reps)]
         for i in range(reps):
             slot = slots[i % len(slots)]
             restore(slot)
@@ -83,7 +90,7 @@ class Timer:
             outputs[slot] = call(slot)
             ends[i].record()
             first_call_outputs(first, slot, unwarmed, outputs[slot])
-        torch.cuda.synchronize(self.device)
+        self.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], {**outputs, **first}
 
     def time_graphs(
@@ -163,42 +170,42 @@ def first_call_outputs(first: dict[int, object], slot: int, unwarmed: int | None
     answer, not on a later call's. The copy is queued after the call's end mark: it is not timed."""
     if slot != unwarmed or slot in first:
         return
-    first[slot] = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out) if isinstance(out, tuple) \
-        else out.clone() if isinstance(out, torch.Tensor) else out
+    copies = tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in (out if isinstance(out, tuple) else (out,)))
+    first[slot] = copies if isinstance(out, tuple) else copies[0]
 
 
-class HostTimer:
-    """`Timer` on a CPU (the interpreter): each call timed by the host clock, nothing flushed, no CUDA graphs.
-    An evaluation never times on a CPU; the tests use it to run the parent's timing rounds end to end, real
-    workers and all, without a GPU."""
+class HostMark:
+    """A CUDA event's part in `Timer.time`, read from the host clock."""
 
-    def time(
-        self,
-        call: Callable[[int], object],
-        restore: Callable[[int], None],
-        slots: Sequence[int],
-        reps: int,
-        warmup: int,
-        graph: bool,
-        before_recheck: Callable[[], None] | None = None,
-        unwarmed: int | None = None,
-    ) -> tuple[list[float], dict[int, object]]:
-        if graph:
-            raise RuntimeError("CUDA graphs need a GPU")
-        for slot in warmup_slots(slots, warmup, unwarmed):
-            restore(slot)
-            call(slot)
-        times: list[float] = []
-        outputs: dict[int, object] = {}
-        first: dict[int, object] = {}
-        for i in range(reps):
-            slot = slots[i % len(slots)]
-            restore(slot)
-            start = time.perf_counter()
-            outputs[slot] = call(slot)
-            times.append((time.perf_counter() - start) * 1e3)
-            first_call_outputs(first, slot, unwarmed, outputs[slot])
-        return times, {**outputs, **first}
+    def record(self) -> None:
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: HostMark) -> float:
+        return (end.at - self.at) * 1e3
+
+
+class HostTimer(Timer):
+    """`Timer` on a CPU (the interpreter): the same rounds, each call timed by the host clock, nothing flushed, no
+    CUDA graphs. An evaluation never times on a CPU; the tests use it to run the parent's timing rounds end to end,
+    real workers and all, without a GPU."""
+
+    def __init__(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def head_start(self) -> None:
+        pass
+
+    def mark(self) -> HostMark:
+        return HostMark()
+
+    def synchronize(self) -> None:
+        pass
+
+    def time_graphs(self, *args: object, **kwargs: object) -> tuple[list[float], dict[int, object]]:
+        raise RuntimeError("CUDA graphs need a GPU")
 
 
 def measure_ceilings(device: torch.device) -> dict[str, float]:
