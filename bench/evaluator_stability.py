@@ -99,7 +99,10 @@ def main() -> int:
                   f"{'ok' if in_band and stable else 'MISSED'} |")
         ok &= task_ok
         report.append({"task": task.id, "elapsed_s": [r.elapsed_s for r in runs], "verdicts": dict(verdicts),
-                       "fractions": fractions, "speedups": speedups, "candidate_us": times_us, "met": task_ok})
+                       "fractions": fractions, "speedups": speedups, "candidate_us": times_us, "met": task_ok,
+                       # every evaluation's raw first calls on the fresh sets, cold one included (input_cache's data)
+                       "fresh_calls": {w.name: [next(x for x in r.workloads if x.name == w.name).fresh_calls
+                                                for r in runs] for w in runs[0].workloads}})
         if args.json:  # after each task: a run cut short keeps the tasks it finished
             args.json.write_text(json.dumps(report, indent=1))
     print(f"\nall targets met: {ok}")

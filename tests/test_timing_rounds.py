@@ -84,10 +84,11 @@ def fresh_puts(evaluation) -> dict[int, dict]:
     return {rnd: puts[2 * (rnd - 1)] for rnd in range(1, ROUNDS + 1)}
 
 
-def test_the_baselines_time_the_input_sets_that_the_candidate_holds(evaluation):
+def test_the_baselines_time_the_input_sets_that_the_candidate_holds_in_its_order(evaluation):
     """The candidate's slot 0 holds the last set (written over set 0 by the stale check), and in each timed round
     one of its slots the round's fresh set; timing the baselines on set 0 instead biased the fraction of expert
-    where sets differ in work (bench/results/2026-12-04-h200-owed-9)."""
+    where sets differ in work (bench/results/2026-12-04-h200-owed-9). Each batch in the candidate's order of sets,
+    turned so that the fresh set comes last: the same place for every function, and never the first timed call."""
     evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
     sets = evaluation.task.correctness_sets
     slot = lambda i: evaluation.slot_id("n200", i)  # noqa: E731
@@ -96,11 +97,15 @@ def test_the_baselines_time_the_input_sets_that_the_candidate_holds(evaluation):
     for rnd, put in puts.items():
         assert put["inputs"] == [f"set {sets + rnd}"]  # a set never seen before, every round
     for rnd, fn, slots in evaluation.slots_timed:
-        if fn == "candidate":
-            assert slots == tuple(slot(i) for i in range(sets))
-            continue
         holds = dict(held) if rnd == 0 else {**held, puts[rnd]["slot"] - slot(0): sets + rnd}
-        assert slots == tuple(sorted(slot(i) for i in holds.values())), (rnd, fn)
+        order = list(range(sets))
+        if rnd > 0:
+            k = puts[rnd]["slot"] - slot(0)
+            order = order[k + 1:] + order[:k + 1]
+        expected = [slot(j) for j in order] if fn == "candidate" else [slot(holds[j]) for j in order]
+        assert slots == tuple(expected), (rnd, fn)
+        if rnd > 0:
+            assert slots[-1] == (puts[rnd]["slot"] if fn == "candidate" else slot(sets + rnd))
     assert evaluation.slot_set["n200"] == held  # every fresh set put back after its round
 
 
@@ -158,6 +163,8 @@ def test_first_calls_on_unseen_inputs_much_slower_than_the_rest_are_an_input_cac
     failures = [(f.verdict, f.reason) for f in evaluation.result.failures]
     assert failures == ([("integrity", "input_cache")] if caught else [])
     assert wr.fresh_slowdown == [factor] * ROUNDS
+    assert [c["fresh_ms"] / c["rest_ms"] for c in wr.fresh_calls["candidate"]] == pytest.approx([factor] * ROUNDS)
+    assert {c["fresh_ms"] for c in wr.fresh_calls["reference"]} == {evaluation.call_ms}
 
 
 def test_a_slow_first_call_of_the_reference_too_is_not_the_candidates_fault(evaluation):

@@ -125,11 +125,26 @@ def unaccounted_ms(batches: list[tuple[float, list[float], int]]) -> float:
     return (wall - reported) / sum(len(times) for _, times, _ in batches)
 
 
+def fresh_last(slots: list[int], fresh_slot: int) -> list[int]:
+    """`slots` rotated so that `fresh_slot` comes last: its first call is never the batch's first timed call (the
+    one after the warm-up's synchronize), and it takes the same place in every function's batch."""
+    k = slots.index(fresh_slot)
+    return slots[k + 1:] + slots[:k + 1]
+
+
 def first_call_ratio(times: list[float], slots: list[int], fresh_slot: int) -> float | None:
     """A batch's first call on `fresh_slot` (calls rotate over `slots`) over the median of its calls elsewhere
     (None without calls elsewhere)."""
     rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot]
     return times[slots.index(fresh_slot)] / max(statistics.median(rest), 1e-9) if rest else None
+
+
+def fresh_call_record(times: list[float], slots: list[int], fresh_slot: int) -> dict[str, float]:
+    """What calibrates the input-cache check (`WorkloadResult.fresh_calls`): a batch's first call on the fresh
+    set, the median of its calls elsewhere and its first timed call (ms)."""
+    rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot] or [math.nan]
+    return {"fresh_ms": round(times[slots.index(fresh_slot)], 5), "rest_ms": round(statistics.median(rest), 5),
+            "lead_ms": round(times[0], 5)}
 
 
 def fresh_slowdown(ratio: dict[str, float | None]) -> float | None:
@@ -742,7 +757,8 @@ class Evaluation:
             # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
             # set (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in
             # work (drawn lengths) must not be timed on others.
-            trusted_slots = [self.slot_id(name, i) for i in sorted(self.slot_set[name].values())]
+            # In the candidate's order, so that the fresh set takes the same place in every function's batch.
+            trusted_slots = [self.slot_id(name, self.slot_set[name][j]) for j in range(len(slots))]
             # Each timed round in an order of its own: a batch's place in the round (after which other batch,
             # which probe) must not favour one function. In a fixed order the expert's graph replays came out
             # 0.13 us faster than the candidate's on average (35 pairs, bench/results/2026-12-04-h200-owed-9
@@ -752,12 +768,14 @@ class Evaluation:
                 fresh_slot = None  # its slot of the fresh set, left out of the warm-up
                 if fresh_in is not None:
                     fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh[rnd])
+                    fn_slots = fresh_last(fn_slots, fresh_slot)
                 times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
                                          validate=(rnd == checked), warmup=warmups[fn], unwarmed=fresh_slot)
                 if times is None:
                     return
                 if fresh_slot is not None:
                     fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
+                    wr.fresh_calls.setdefault(fn, []).append(fresh_call_record(times, fn_slots, fresh_slot))
                 if rnd == 0:
                     # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three
                     # calls a batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
