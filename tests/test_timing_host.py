@@ -6,9 +6,10 @@ here, in CI."""
 import pytest
 import torch
 
+from d2kbench.evaluate import timing
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
-from d2kbench.evaluate.timing import HostTimer, warmup_slots
+from d2kbench.evaluate.timing import SPARE_OUTPUT_SETS, HostTimer, warmup_slots
 from tests.conftest import PLANTED
 
 
@@ -34,6 +35,22 @@ def test_the_unwarmed_slots_output_is_its_first_calls():
     assert len(times) == 6
     assert float(outputs[1][0]) == 4.0  # slot 1's first timed call (the fourth call in all), not its last
     assert outputs[0] is out
+
+
+def test_the_timed_calls_find_their_outputs_blocks_ready(monkeypatch):
+    """Before the timed calls, blocks like the warm-up's outputs are allocated and freed, one set per slot and two
+    spare: the timed loop holds one output per slot, and its first round of calls must not wait for the driver's
+    allocations (the fresh set's call did on the H200, bench/results/2026-12-04-h200-owed-13)."""
+    made = []
+    real = torch.empty_like
+    monkeypatch.setattr(timing.torch, "empty_like", lambda t: made.append((t.shape, t.dtype, t.stride())) or real(t))
+    outputs = (torch.zeros(3, 5).t(), torch.zeros(2, dtype=torch.int32), 7)
+    HostTimer().time(lambda slot: outputs, lambda slot: None, [0, 1, 2], reps=3, warmup=1, graph=False)
+    shapes = [(torch.Size([5, 3]), torch.float32, (1, 5)), (torch.Size([2]), torch.int32, (1,))]
+    assert made == shapes * (3 + SPARE_OUTPUT_SETS)  # strides kept: a column-major output's block is its size too
+    made.clear()
+    HostTimer().time(lambda slot: outputs, lambda slot: None, [0, 1, 2], reps=3, warmup=0, graph=False)
+    assert made == []  # no warm-up, no output to go by
 
 
 def timed(toy_task, candidate, monkeypatch) -> Evaluation:

@@ -57,7 +57,9 @@ SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed rou
 # reference's same ratio ran faster on inputs it had seen: outputs cached by the inputs' contents. An honest
 # kernel's ratio moves by some percent from call to call; a cache of a compute-bound kernel's outputs is many
 # times faster than computing them. Every round, not only the checked one: a fresh set in the checked round
-# alone would tell the candidate which round is checked.
+# alone would tell the candidate which round is checked. The fresh set comes last in each batch's first round of
+# calls (`fresh_last`): a batch's first timed call ran 0.1-0.9 ms long for every function on the H200, whatever
+# its kernel's time (bench/results/2026-12-04-h200-owed-14).
 FRESH_SLOWDOWN = 1.5
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
