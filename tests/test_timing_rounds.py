@@ -167,6 +167,23 @@ def test_first_calls_on_unseen_inputs_much_slower_than_the_rest_are_an_input_cac
     assert {c["fresh_ms"] for c in wr.fresh_calls["reference"]} == {evaluation.call_ms}
 
 
+@pytest.mark.parametrize("graphs", [True, False])
+def test_the_fresh_sets_judge_only_the_times_that_are_scored(evaluation, graphs):
+    """A latency-bound workload is scored on its graph replays, which the fresh sets do not test: its events
+    batches' first calls are kept, not judged. Without graph times its events times are scored, and judged."""
+    evaluation.fresh_factor = lambda fn: 20.0 if fn == "candidate" else 1.0
+    if not graphs:
+        events_only = evaluation.timed_batch
+        evaluation.timed_batch = lambda *args, graph, **kwargs: [] if graph else events_only(
+            *args, graph=graph, **kwargs)
+    wr = WorkloadResult("n1m", "scored")
+    evaluation.time_workload(evaluation.task.workload("n1m"), wr)
+    assert evaluation.task.workload("n1m").latency_bound
+    assert wr.fresh_slowdown == [20.0] * ROUNDS
+    failures = [(f.verdict, f.reason) for f in evaluation.result.failures]
+    assert failures == ([] if graphs else [("integrity", "input_cache")])
+
+
 def test_a_slow_first_call_of_the_reference_too_is_not_the_candidates_fault(evaluation):
     evaluation.fresh_factor = lambda fn: 3.0 if fn in ("candidate", "reference") else 1.0
     evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))

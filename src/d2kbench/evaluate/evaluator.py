@@ -155,6 +155,12 @@ def fresh_slowdown(ratio: dict[str, float | None]) -> float | None:
     return None if cand is None or not ref else cand / ref
 
 
+def scored_on_graphs(workload: Workload, wr: WorkloadResult) -> bool:
+    """Whether the workload's times are its graph replays' (latency-bound, every function replayed) rather than
+    its events batches'."""
+    return workload.latency_bound and bool(wr.timings) and all(tm.graph_median_ms for tm in wr.timings.values())
+
+
 def derive_seed(secret: int, workload: str, index: int) -> int:
     digest = hashlib.sha256(f"{secret}:{workload}:{index}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
@@ -804,13 +810,13 @@ class Evaluation:
                              "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
-        self.check_fresh_sets(workload, wr, fresh_ratio)
         for fn, values in samples.items():
             g = graph_samples[fn]
             wr.timings[fn] = Timing(
                 median_ms=statistics.median(values), min_ms=min(values), max_ms=max(values), samples=len(values),
                 graph_median_ms=statistics.median(g) if g else None,
             )
+        self.check_fresh_sets(workload, wr, fresh_ratio)
         self.check_unaccounted_time(workload, wr)
         self.score_workload(workload, wr)
 
@@ -912,11 +918,11 @@ class Evaluation:
         """Per round, the candidate's first call on the fresh input set against its calls on the sets it had seen
         (its events batch), over the reference's same ratio; their median `FRESH_SLOWDOWN` or more is
         `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. The median over the
-        rounds: one slow call can be a hiccup of the GPU. (Graph replays are not covered: the capture calls every
-        slot before the first replay.)"""
+        rounds: one slow call can be a hiccup of the GPU. Judged where the events times are the ones scored: graph
+        replays are not covered (the capture calls every slot before the first replay)."""
         wr.fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, fresh_ratio.values()) if v is not None]
-        if not wr.fresh_slowdown:
-            return
+        if not wr.fresh_slowdown or scored_on_graphs(workload, wr):
+            return  # (graph replays scored: the events times this judges are not)
         slowdown = statistics.median(wr.fresh_slowdown)
         if slowdown >= FRESH_SLOWDOWN:
             self.result.add(Failure(
@@ -1044,7 +1050,7 @@ class Evaluation:
         return {k: statistics.fmean(d[k] for d in per_set) for k in per_set[0]}
 
     def score_workload(self, workload: Workload, wr: WorkloadResult) -> None:
-        graph = workload.latency_bound and all(tm.graph_median_ms for tm in wr.timings.values())
+        graph = scored_on_graphs(workload, wr)
         t = {fn: tm.graph_median_ms if graph else tm.median_ms for fn, tm in wr.timings.items()}
         cand = t["candidate"]
         wr.bytes, wr.flops = roofline(self.task, workload, self.timed_derived(workload.name))
