@@ -8,7 +8,9 @@ shared by every query head of the group), runs an online softmax in float32 in t
 and writes a normalised partial output and its log-sum-exp for every head of the group.
 
 Stage 2 (_merge_splits_kernel), grid = batch x query head: merges the live splits of one head
-exactly, weighting each partial output by exp2(its lse - the running max).
+exactly, weighting each partial output by exp2(its lse - the running max). With FUSED_MERGE the
+split that finishes last for its (sequence, KV head) does the same merge for the group's heads and
+the second launch is skipped.
 
 The split count is chosen on the host from the batch, the KV heads and the block table's static
 width (never from seq_lens, which would need a device-to-host sync), to give a few waves of
@@ -22,10 +24,12 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634
 
-# Tuning knobs, from a sweep on the H200 (bench/results/2026-12-03-h200-sweeps): the design does not
-# depend on their values. 128-token tiles with four stages and eight waves were the best common
-# setting over the four scored workloads (2-9% faster than 64-token tiles with five stages).
-TILE_N = 128              # tokens per K/V tile (a whole number of 16-token pages)
+# Tuning knobs, from sweeps on the H200: the design does not depend on their values. 64-token tiles,
+# page ids one iteration ahead, three stages and eight waves were the best common setting over the
+# four scored workloads (bench/results/2026-12-04-h200-owed-13): against the 128-token tiles with
+# four stages shipped before, 6% faster on llama3_70b, 4% on qwen3_8b_lvar, the same (within 0.6%)
+# on llama3_8b and qwen3_235b.
+TILE_N = 64               # tokens per K/V tile (a whole number of 16-token pages)
 MMA_MIN_M = 16            # smallest M of a tensor-core dot: the query group is padded up to it
 WAVES = 8                 # stage-1 programs per SM that the split count aims for
 MIN_TILES_PER_SPLIT = 2   # a split shorter than this is not worth its partial-output round trip
@@ -33,15 +37,27 @@ SPLIT_NUM_WARPS = 4
 # Load the next tile's page ids one iteration ahead. In the same iteration, the page-id load is
 # a link in front of the K/V loads, and Triton's pipeliner then buffers K/V tiles num_stages - 3
 # times (one buffer at four stages, as shipped); carried from the previous iteration, the K/V
-# loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9). Off until
-# the H200 shows which gives more bandwidth: more buffers also mean fewer programs per SM.
-PREFETCH_PAGE_IDS = False
-SPLIT_NUM_STAGES = 4      # the block-table load is one more link in the load chain: K/V tiles need
-                          # several stages to be multi-buffered
+# loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
+PREFETCH_PAGE_IDS = True
+SPLIT_NUM_STAGES = 3      # K/V tiles double-buffered with the page ids one iteration ahead
+# The last split of each (sequence, KV head) to finish merges the group's splits itself, found by
+# an atomic count, instead of a second launch: on llama3_8b the merge kernel took 11.7 us of the
+# expert's 277 (ncu, bench/results/2026-12-04-h200-owed-13). Off until the H200 shows the gain.
+FUSED_MERGE = False
 MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
 MERGE_NUM_WARPS = 4
 
 _SM_COUNT = {}
+_DONE_COUNTS = {}
+
+
+def _done_counts(n, device):
+    """The fused merge's counts, one per (sequence, KV head): zeroed once, then by the split that
+    merges, so a call launches no memset (a workspace kept across calls, as serving engines do)."""
+    key = (device, n)
+    if key not in _DONE_COUNTS:
+        _DONE_COUNTS[key] = torch.zeros(n, dtype=torch.int32, device=device)
+    return _DONE_COUNTS[key]
 
 
 def _sm_count(device):
@@ -65,6 +81,7 @@ def _split_layout(seq_len, num_splits, TILE: tl.constexpr):
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
+    done_ptr, o_ptr,                       # (FUSED_MERGE) splits finished per (sequence, KV head)
     qk_scale_log2,                         # softmax scale * log2(e): scores land in base 2
     num_splits,
     stride_qb, stride_qh,
@@ -73,6 +90,7 @@ def _decode_split_kernel(
     stride_bt_b,
     stride_po_b, stride_po_h, stride_po_s,
     stride_pl_b, stride_pl_h,
+    stride_ob, stride_oh,
     GROUP: tl.constexpr,                   # query heads per KV head
     GROUP_PAD: tl.constexpr,               # GROUP padded to a power of two >= the MMA minimum M
     HEAD_DIM: tl.constexpr,
@@ -80,6 +98,8 @@ def _decode_split_kernel(
     TILE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
+    FUSED: tl.constexpr,                   # the last split merges (FUSED_MERGE)
+    SPLIT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -148,6 +168,21 @@ def _decode_split_kernel(
         pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
         tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
 
+        if FUSED:
+            # Every thread's partial stores come before the count (the barrier; the atomic's
+            # release publishes them); the split that counts last sees all of them (its acquire)
+            # and merges, then zeroes the count for the next call.
+            tl.debug_barrier()
+            done = done_ptr + b * tl.num_programs(1) + kv_head
+            if tl.atomic_add(done, 1, sem="acq_rel", scope="gpu") == live_splits - 1:
+                for g in range(0, GROUP):
+                    head = kv_head * GROUP + g
+                    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
+                                part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
+                                o_ptr + b * stride_ob + head * stride_oh,
+                                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
+                tl.store(done, 0)
+
 
 @triton.jit
 def _merge_splits_kernel(
@@ -165,11 +200,18 @@ def _merge_splits_kernel(
 
     seq_len = tl.load(seq_lens_ptr + b)
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
+    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
+                part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
+                o_ptr + b * stride_ob + head * stride_oh,
+                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
 
+
+@triton.jit
+def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
+                HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr):
+    """One query head's output from its live splits' partial outputs and log-sum-exps. The loads
+    go to L2 (.cg): in the fused merge, other programs wrote them during this launch."""
     offs_d = tl.arange(0, HEAD_DIM)
-    po_row = part_o_ptr + b * stride_po_b + head * stride_po_h
-    pl_row = part_lse_ptr + b * stride_pl_b + head * stride_pl_h
-
     # Exact merge, one block of splits at a time, with a running max so no weight overflows:
     # o = sum_s 2^(lse_s - m) * o_s / sum_s 2^(lse_s - m).
     m = -float("inf")
@@ -178,17 +220,17 @@ def _merge_splits_kernel(
     for s0 in range(0, live_splits, SPLIT_BLOCK):
         offs_s = s0 + tl.arange(0, SPLIT_BLOCK)
         live = offs_s < live_splits
-        lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"))
+        lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"), cache_modifier=".cg")
         m_new = tl.maximum(m, tl.max(lse, 0))
         alpha = tl.exp2(m - m_new)
         w = tl.exp2(lse - m_new)
         part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
-                       mask=live[:, None], other=0.0)
+                       mask=live[:, None], other=0.0, cache_modifier=".cg")
         acc = acc * alpha + tl.sum(w[:, None] * part, 0)
         den = den * alpha + tl.sum(w, 0)
         m = m_new
 
-    tl.store(o_ptr + b * stride_ob + head * stride_oh + offs_d, acc / den)
+    tl.store(o_row + offs_d, acc / den)
 
 
 def _num_splits(batch, kv_heads, max_pages, page, device):
@@ -222,8 +264,9 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
+    done = _done_counts(B * Hkv, q.device) if FUSED_MERGE else part_lse
     _decode_split_kernel[(B, Hkv, num_splits)](
-        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse,
+        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, done, o,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -231,10 +274,14 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         block_table.stride(0),
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
+        o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
+        FUSED=FUSED_MERGE, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
+    if FUSED_MERGE:
+        return o
     _merge_splits_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, o,
         num_splits,

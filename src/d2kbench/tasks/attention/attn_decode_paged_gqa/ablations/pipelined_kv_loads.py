@@ -1,9 +1,10 @@
 """Calibration ablation of the expert: property `pipelined_kv_loads` removed.
 
-Identical to expert.py except that the split kernel is launched with a single pipeline stage, so
-the K/V tile loads behind the block-table indirection are not multi-buffered (no software
-pipelining of the gathers). Every other design property of the expert is kept. Expected cost on
-the H200: the split kernel waits on each gathered tile's DRAM latency.
+Identical to expert.py except that the split kernel is launched with a single pipeline stage and
+the next tile's page ids are not loaded ahead, so the K/V tile loads behind the block-table
+indirection are not multi-buffered (no software pipelining of the gathers). Every other design
+property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
+tile's DRAM latency.
 """
 
 import torch
@@ -12,19 +13,40 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634
 
-# Tuning knobs, from a sweep on the H200 (bench/results/2026-12-03-h200-sweeps): the design does not
-# depend on their values. 128-token tiles and eight waves were the best common
-# setting over the four scored workloads.
-TILE_N = 128              # tokens per K/V tile (a whole number of 16-token pages)
+# Tuning knobs, from sweeps on the H200: the design does not depend on their values. 64-token tiles,
+# page ids one iteration ahead, three stages and eight waves were the best common setting over the
+# four scored workloads (bench/results/2026-12-04-h200-owed-13): against the 128-token tiles with
+# four stages shipped before, 6% faster on llama3_70b, 4% on qwen3_8b_lvar, the same (within 0.6%)
+# on llama3_8b and qwen3_235b.
+TILE_N = 64               # tokens per K/V tile (a whole number of 16-token pages)
 MMA_MIN_M = 16            # smallest M of a tensor-core dot: the query group is padded up to it
 WAVES = 8                 # stage-1 programs per SM that the split count aims for
 MIN_TILES_PER_SPLIT = 2   # a split shorter than this is not worth its partial-output round trip
 SPLIT_NUM_WARPS = 4
+# Load the next tile's page ids one iteration ahead. In the same iteration, the page-id load is
+# a link in front of the K/V loads, and Triton's pipeliner then buffers K/V tiles num_stages - 3
+# times (one buffer at four stages, as shipped); carried from the previous iteration, the K/V
+# loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
+PREFETCH_PAGE_IDS = False
 SPLIT_NUM_STAGES = 1
+# The last split of each (sequence, KV head) to finish merges the group's splits itself, found by
+# an atomic count, instead of a second launch: on llama3_8b the merge kernel took 11.7 us of the
+# expert's 277 (ncu, bench/results/2026-12-04-h200-owed-13). Off until the H200 shows the gain.
+FUSED_MERGE = False
 MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
 MERGE_NUM_WARPS = 4
 
 _SM_COUNT = {}
+_DONE_COUNTS = {}
+
+
+def _done_counts(n, device):
+    """The fused merge's counts, one per (sequence, KV head): zeroed once, then by the split that
+    merges, so a call launches no memset (a workspace kept across calls, as serving engines do)."""
+    key = (device, n)
+    if key not in _DONE_COUNTS:
+        _DONE_COUNTS[key] = torch.zeros(n, dtype=torch.int32, device=device)
+    return _DONE_COUNTS[key]
 
 
 def _sm_count(device):
@@ -48,6 +70,7 @@ def _split_layout(seq_len, num_splits, TILE: tl.constexpr):
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
+    done_ptr, o_ptr,                       # (FUSED_MERGE) splits finished per (sequence, KV head)
     qk_scale_log2,                         # softmax scale * log2(e): scores land in base 2
     num_splits,
     stride_qb, stride_qh,
@@ -56,12 +79,16 @@ def _decode_split_kernel(
     stride_bt_b,
     stride_po_b, stride_po_h, stride_po_s,
     stride_pl_b, stride_pl_h,
+    stride_ob, stride_oh,
     GROUP: tl.constexpr,                   # query heads per KV head
     GROUP_PAD: tl.constexpr,               # GROUP padded to a power of two >= the MMA minimum M
     HEAD_DIM: tl.constexpr,
     PAGE: tl.constexpr,
     TILE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
+    FUSED: tl.constexpr,                   # the last split merges (FUSED_MERGE)
+    SPLIT_BLOCK: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -90,13 +117,20 @@ def _decode_split_kernel(
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
+        first = start + tl.arange(0, TILE)
+        next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
         for tok0 in range(start, end, TILE):
             offs_n = tok0 + tl.arange(0, TILE)
             tok_ok = offs_n < end          # only the sequence's last tile is ragged
             # Logical token -> physical page through the block table; padding entries (-1) lie
             # past the sequence end and are never used. Page offsets in int64: a large pool
             # overflows 32 bits.
-            page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
+            if PREFETCH_PAGES:
+                page_id = next_page_id.to(tl.int64)
+                ahead = offs_n + TILE
+                next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
+            else:
+                page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
             slot = offs_n % PAGE
             k_off = page_id * stride_k_page + slot * stride_k_tok
             v_off = page_id * stride_v_page + slot * stride_v_tok
@@ -123,6 +157,21 @@ def _decode_split_kernel(
         pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
         tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
 
+        if FUSED:
+            # Every thread's partial stores come before the count (the barrier; the atomic's
+            # release publishes them); the split that counts last sees all of them (its acquire)
+            # and merges, then zeroes the count for the next call.
+            tl.debug_barrier()
+            done = done_ptr + b * tl.num_programs(1) + kv_head
+            if tl.atomic_add(done, 1, sem="acq_rel", scope="gpu") == live_splits - 1:
+                for g in range(0, GROUP):
+                    head = kv_head * GROUP + g
+                    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
+                                part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
+                                o_ptr + b * stride_ob + head * stride_oh,
+                                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
+                tl.store(done, 0)
+
 
 @triton.jit
 def _merge_splits_kernel(
@@ -140,11 +189,18 @@ def _merge_splits_kernel(
 
     seq_len = tl.load(seq_lens_ptr + b)
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
+    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
+                part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
+                o_ptr + b * stride_ob + head * stride_oh,
+                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
 
+
+@triton.jit
+def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
+                HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr):
+    """One query head's output from its live splits' partial outputs and log-sum-exps. The loads
+    go to L2 (.cg): in the fused merge, other programs wrote them during this launch."""
     offs_d = tl.arange(0, HEAD_DIM)
-    po_row = part_o_ptr + b * stride_po_b + head * stride_po_h
-    pl_row = part_lse_ptr + b * stride_pl_b + head * stride_pl_h
-
     # Exact merge, one block of splits at a time, with a running max so no weight overflows:
     # o = sum_s 2^(lse_s - m) * o_s / sum_s 2^(lse_s - m).
     m = -float("inf")
@@ -153,17 +209,17 @@ def _merge_splits_kernel(
     for s0 in range(0, live_splits, SPLIT_BLOCK):
         offs_s = s0 + tl.arange(0, SPLIT_BLOCK)
         live = offs_s < live_splits
-        lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"))
+        lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"), cache_modifier=".cg")
         m_new = tl.maximum(m, tl.max(lse, 0))
         alpha = tl.exp2(m - m_new)
         w = tl.exp2(lse - m_new)
         part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
-                       mask=live[:, None], other=0.0)
+                       mask=live[:, None], other=0.0, cache_modifier=".cg")
         acc = acc * alpha + tl.sum(w[:, None] * part, 0)
         den = den * alpha + tl.sum(w, 0)
         m = m_new
 
-    tl.store(o_ptr + b * stride_ob + head * stride_oh + offs_d, acc / den)
+    tl.store(o_row + offs_d, acc / den)
 
 
 def _num_splits(batch, kv_heads, max_pages, page, device):
@@ -197,8 +253,9 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
+    done = _done_counts(B * Hkv, q.device) if FUSED_MERGE else part_lse
     _decode_split_kernel[(B, Hkv, num_splits)](
-        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse,
+        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, done, o,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -206,10 +263,14 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         block_table.stride(0),
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
+        o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
-        DOT_PRECISION=precision,
+        DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
+        FUSED=FUSED_MERGE, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
+    if FUSED_MERGE:
+        return o
     _merge_splits_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, o,
         num_splits,
