@@ -31,6 +31,10 @@ SPLIT_NUM_STAGES = 3      # K/V tiles double-buffered with the page ids one iter
 # an atomic count, instead of a second launch: on llama3_8b the merge kernel took 11.7 us of the
 # expert's 277 (ncu, bench/results/2026-12-04-h200-owed-13). Off until the H200 shows the gain.
 FUSED_MERGE = False
+# ...where one program's merge is short: at most this many partial rows (splits x the group's heads).
+# A single long sequence (qwen3_235b: about 100 splits x 16 heads) keeps the separate merge, whose
+# programs work on the heads in parallel.
+FUSED_MERGE_MAX_ROWS = 256
 MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
 MERGE_NUM_WARPS = 4
 
@@ -251,7 +255,8 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
-    done = _done_counts(B * Hkv, q.device) if FUSED_MERGE else part_lse
+    fused = FUSED_MERGE and num_splits * group <= FUSED_MERGE_MAX_ROWS
+    done = _done_counts(B * Hkv, q.device) if fused else part_lse
     _decode_split_kernel[(B, Hkv, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, done, o,
         float(scale), num_splits,
@@ -264,10 +269,10 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        FUSED=FUSED_MERGE, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
+        FUSED=fused, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
-    if FUSED_MERGE:
+    if fused:
         return o
     _merge_splits_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, o,
