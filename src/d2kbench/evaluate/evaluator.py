@@ -192,6 +192,27 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
     return env
 
 
+@dataclass
+class TimingRun:
+    """What a workload's timing rounds gather, per function."""
+
+    fns: list[tuple[str, WorkerProcess | None]]
+    checked: int  # the round whose outputs are checked again
+    samples: dict[str, list[float]]  # events times, rounds 1 on (ms)
+    graph_samples: dict[str, list[float]]  # graph replay times (latency-bound workloads)
+    reps: dict[str, int]  # timed calls per batch (3 in the estimate round, then sized by it)
+    warmups: dict[str, int]
+    # per round: function -> its first call on the round's fresh set / its other calls in the batch
+    fresh_ratio: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    unchecked_graphs: bool = False  # the checked round's graph batch of the candidate gave no times
+
+    @classmethod
+    def of(cls, fns: list[tuple[str, WorkerProcess | None]], checked: int) -> TimingRun:
+        names = [f for f, _ in fns]
+        return cls(fns, checked, {f: [] for f in names}, {f: [] for f in names}, {f: 3 for f in names},
+                   {f: WARMUP_CALLS for f in names})
+
+
 @dataclass(frozen=True)
 class Exported:
     """An input the trusted worker exported on the GPU (`ipc.export_copy`): the parent holds its description
@@ -734,91 +755,103 @@ class Evaluation:
             fns.append(("expert", self.trusted))
         if self.options.comparator:
             fns.append(("comparator", self.trusted))
-        samples: dict[str, list[float]] = {f: [] for f, _ in fns}
-        graph_samples: dict[str, list[float]] = {f: [] for f, _ in fns}
-        reps = {f: 3 for f, _ in fns}
-        warmups = {f: WARMUP_CALLS for f, _ in fns}
-        # per round: function -> its first call on the round's fresh set / its other calls in the batch
-        fresh_ratio: dict[int, dict[str, float | None]] = {}
-        self.batch_walls = {}
         # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
         # way (the candidate's input sets moved between its slots, a fresh set in one of them), so a candidate that
         # counts calls, watches for the rotation or fingerprints its inputs cannot tell it from the rest and cheat
         # around it. Only the checked round's fresh set needs the oracle's outputs.
-        checked = 1 + secrets.randbelow(self.options.rounds)
+        run = TimingRun.of(fns, checked=1 + secrets.randbelow(self.options.rounds))
         fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
         for rnd, index in fresh.items():
-            self.make_set(workload, index, oracle=(rnd == checked))
+            self.make_set(workload, index, oracle=(rnd == run.checked))
+        self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
-        unchecked_graphs = False  # the checked round's graph batch of the candidate gave no times
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
-            if rnd > 0 and not self.rotate_candidate_slots(workload, slots):
+            if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd)):
                 return
-            fresh_in = None  # the candidate's slot that holds this round's fresh set
-            if rnd > 0:
-                k = secrets.randbelow(len(slots))
-                replaced = self.put_set(workload, slots, k, fresh[rnd])
-                if replaced is None:
-                    return
-                fresh_in = slots[k]
-            # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last
-            # set (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in
-            # work (drawn lengths) must not be timed on others.
-            # In the candidate's order, so that the fresh set takes the same place in every function's batch.
-            trusted_slots = [self.slot_id(name, self.slot_set[name][j]) for j in range(len(slots))]
-            # Each timed round in an order of its own: a batch's place in the round (after which other batch,
-            # which probe) must not favour one function. In a fixed order the expert's graph replays came out
-            # 0.13 us faster than the candidate's on average (35 pairs, bench/results/2026-12-04-h200-owed-9
-            # to -12) while their events times agreed.
-            for fn, worker in fns if rnd == 0 else SHUFFLE.sample(fns, len(fns)):
-                fn_slots = slots if fn == "candidate" else trusted_slots
-                fresh_slot = None  # its slot of the fresh set, left out of the warm-up
-                if fresh_in is not None:
-                    fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh[rnd])
-                    fn_slots = fresh_last(fn_slots, fresh_slot)
-                times = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=False,
-                                         validate=(rnd == checked), warmup=warmups[fn], unwarmed=fresh_slot)
-                if times is None:
-                    return
-                if fresh_slot is not None:
-                    fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
-                    wr.fresh_calls.setdefault(fn, []).append(fresh_call_record(times, fn_slots, fresh_slot))
-                if rnd == 0:
-                    # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three
-                    # calls a batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
-                    estimate = max(statistics.median(times), 1e-3)
-                    reps[fn] = max(MIN_REPS, len(slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
-                    warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
-                    self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
-                else:
-                    samples[fn] += times
-                if workload.latency_bound and rnd > 0:
-                    gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, reps[fn], graph=True,
-                                              validate=(rnd == checked), warmup=warmups[fn])
-                    if gtimes:
-                        graph_samples[fn] += gtimes
-                    elif rnd == checked and fn == "candidate":
-                        unchecked_graphs = True
-            if rnd > 0:  # the set the fresh one replaced goes back where the fresh one is now (a recheck moves sets)
-                now = next(j for j, held in self.slot_set[name].items() if held == fresh[rnd])
-                if self.put_set(workload, slots, now, replaced) is None:
-                    return
-        if unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
-            graph_samples["candidate"] = []
+        if run.unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
+            run.graph_samples["candidate"] = []
             wr.errors.append("candidate: no CUDA graph in the round whose graph outputs were checked; graph "
                              "times not scored")
         if not self.gpu_uncontended(workload, wr):
             return
-        for fn, values in samples.items():
-            g = graph_samples[fn]
+        for fn, values in run.samples.items():
+            g = run.graph_samples[fn]
             wr.timings[fn] = Timing(
                 median_ms=statistics.median(values), min_ms=min(values), max_ms=max(values), samples=len(values),
                 graph_median_ms=statistics.median(g) if g else None,
             )
-        self.check_fresh_sets(workload, wr, fresh_ratio)
+        self.check_fresh_sets(workload, wr, run.fresh_ratio)
         self.check_unaccounted_time(workload, wr)
         self.score_workload(workload, wr)
+
+    def timed_round(self, workload: Workload, wr: WorkloadResult, run: TimingRun, slots: list[int], rnd: int,
+                    fresh_index: int | None) -> bool:
+        """Round `rnd` of a workload's timing: the candidate's sets moved between its slots and input set
+        `fresh_index` put over one of them (rounds 1 on), each function's batches, the replaced set put back. False
+        where a request failed (its failure recorded)."""
+        name = workload.name
+        fresh_in = None  # the candidate's slot that holds this round's fresh set
+        if rnd > 0:
+            if not self.rotate_candidate_slots(workload, slots):
+                return False
+            k = secrets.randbelow(len(slots))
+            replaced = self.put_set(workload, slots, k, fresh_index)
+            if replaced is None:
+                return False
+            fresh_in = slots[k]
+        # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
+        # (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in work (drawn
+        # lengths) must not be timed on others. In the candidate's order, so that the fresh set takes the same
+        # place in every function's batch.
+        trusted_slots = [self.slot_id(name, self.slot_set[name][j]) for j in range(len(slots))]
+        # Each timed round in an order of its own: a batch's place in the round (after which other batch, which
+        # probe) must not favour one function. In a fixed order the expert's graph replays came out 0.13 us faster
+        # than the candidate's on average (35 pairs, bench/results/2026-12-04-h200-owed-9 to -12) while their
+        # events times agreed.
+        for fn, worker in run.fns if rnd == 0 else SHUFFLE.sample(run.fns, len(run.fns)):
+            fn_slots = slots if fn == "candidate" else trusted_slots
+            fresh_slot = None  # its slot of the fresh set, left out of the warm-up
+            if fresh_in is not None:
+                fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh_index)
+                fn_slots = fresh_last(fn_slots, fresh_slot)
+            if not self.time_function(workload, wr, run, rnd, fn, worker, fn_slots, fresh_slot):
+                return False
+        if rnd == 0:
+            return True
+        # the set the fresh one replaced goes back where the fresh one is now (a recheck moves sets)
+        now = next(j for j, held in self.slot_set[name].items() if held == fresh_index)
+        return self.put_set(workload, slots, now, replaced) is not None
+
+    def time_function(self, workload: Workload, wr: WorkloadResult, run: TimingRun, rnd: int, fn: str,
+                      worker: WorkerProcess, fn_slots: list[int], fresh_slot: int | None) -> bool:
+        """One function's batches of round `rnd`: events (round 0: the estimate that sizes the later batches)
+        and, for a latency-bound workload, graph replays. False where a request failed."""
+        validate = rnd == run.checked
+        times = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=False,
+                                 validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot)
+        if times is None:
+            return False
+        if fresh_slot is not None:
+            run.fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
+            wr.fresh_calls.setdefault(fn, []).append(fresh_call_record(times, fn_slots, fresh_slot))
+        if rnd == 0:
+            # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
+            # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
+            estimate = max(statistics.median(times), 1e-3)
+            run.reps[fn] = max(MIN_REPS, len(fn_slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
+            run.warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
+            self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
+            return True
+        run.samples[fn] += times
+        if workload.latency_bound:
+            gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=True,
+                                      validate=validate, warmup=run.warmups[fn])
+            if gtimes:
+                run.graph_samples[fn] += gtimes
+            elif validate and fn == "candidate":
+                run.unchecked_graphs = True
+        return True
 
     def check_unaccounted_time(self, workload: Workload, wr: WorkloadResult) -> None:
         """The parent's clock against the candidate's own timer. Each function's event-timed batches take wall time
