@@ -18,6 +18,10 @@ L2_FLUSH_BYTES = 256 << 20  # several times the H200's 60 MB L2
 # and its medians wandered over 117-154 us; with the sleep 106.7-108.4 us: bench/results/2026-12-03-h200-owed
 # call4). Host time between the call's launches still counts, as it would in an eager program.
 HEAD_START_S = 200e-6
+# ...and a longer one before a batch's first timed call, which follows the warm-up's synchronize (the GPU idle,
+# the host's side of the call cold): with 200 us it ran 0.1-0.9 ms over the batch's other calls for every
+# function, whatever its kernel's time (bench/results/2026-12-04-h200-owed-14, `fresh_calls`' lead_ms).
+FIRST_HEAD_START_S = 2e-3
 DEFAULT_CLOCK_KHZ = 1_980_000  # the H200's boost clock, where the device does not report one
 PROBE_BYTES = 256 << 20  # the contention probe's copy: past the L2, about 0.13 ms on an H200
 # Output blocks held in the caching allocator's pool before a batch's timed calls, beyond one set per slot: a
@@ -46,13 +50,15 @@ class Timer:
         self.flush_buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
         clock_khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or DEFAULT_CLOCK_KHZ
         self.head_start_cycles = int(HEAD_START_S * clock_khz * 1e3)
+        self.first_head_start_cycles = int(FIRST_HEAD_START_S * clock_khz * 1e3)
 
     def flush(self) -> None:
         self.flush_buffer.zero_()
 
-    def head_start(self) -> None:
-        """Keep the GPU busy while the host queues the start event and the call (see HEAD_START_S)."""
-        torch.cuda._sleep(self.head_start_cycles)
+    def head_start(self, first: bool = False) -> None:
+        """Keep the GPU busy while the host queues the start event and the call (see HEAD_START_S); longer before
+        a batch's `first` timed call (FIRST_HEAD_START_S)."""
+        torch.cuda._sleep(self.first_head_start_cycles if first else self.head_start_cycles)
 
     def mark(self) -> torch.cuda.Event:
         """A start or end mark of one timed call."""
@@ -97,7 +103,7 @@ class Timer:
             slot = slots[i % len(slots)]
             restore(slot)
             self.flush()
-            self.head_start()
+            self.head_start(first=(i == 0))
             starts[i].record()
             outputs[slot] = call(slot)
             ends[i].record()
@@ -215,7 +221,7 @@ class HostTimer(Timer):
     def flush(self) -> None:
         pass
 
-    def head_start(self) -> None:
+    def head_start(self, first: bool = False) -> None:
         pass
 
     def mark(self) -> HostMark:
