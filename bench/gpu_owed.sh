@@ -13,6 +13,9 @@
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py still integrity/input_cache)
 #   attn      the new attention defaults (64-token tiles, page ids ahead, 3 stages) against FUSED_MERGE (the last
 #             split merges: predicted llama3_8b 275 -> about 265 us, 0.96x SDPA), over three input seeds
+#   muon_tiles the rectangular products' tiles, 128x128 (shipped) against 128x256, three or four stages (compiled
+#             for sm_90 here: 128x256x64 at four stages, 196 KB of shared memory, 230-254 registers, no spill):
+#             muon's 2x target needs 79% of the bf16 GEMM rate, the expert is at 68%
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
 #   muon50    muon with --batch-ms 50 (its timing phase predicted about 6 s instead of 12 s; the 20 s target)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
@@ -34,6 +37,8 @@ once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.js
   gpu_content_cache.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py
 once attn 200 python3 bench/sweep.py attn_decode_paged_gqa --set FUSED_MERGE=False,True --set WAVES=4,8 \
   --seeds 7,8,9 --reps 30 --json "$R/attn_sweep.json"
+once muon_tiles 200 python3 bench/sweep.py muon_newton_schulz --set MM_BLOCK_N=128,256 --set MM_STAGES=3,4 \
+  --reps 10 --json "$R/muon_sweep.json"
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

@@ -9,6 +9,7 @@ from d2kbench.suite import find_task
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
     ("attn_decode_paged_gqa", "FUSED_MERGE = False", "FUSED_MERGE = True"),
+    ("muon_newton_schulz", "MM_BLOCK_N = 128", "MM_BLOCK_N = 256"),  # production tiles: sm_90 compile only
 ]
 
 

@@ -49,10 +49,14 @@ COMPOSE_MAX_WORK_RATIO = 0.8
 
 # Launch configurations.  Production tiles are 128-row tiles (a wgmma M per warpgroup on sm_90);
 # tiny problems (the CPU interpreter tests) use small tiles so that every tiled axis still has
-# several programs and ragged tails.
+# several programs and ragged tails.  The production tiles of the rectangular products, by name so
+# that a sweep can set them (bench/sweep.py --set MM_BLOCK_N=128,256): 128x256 tiles are the usual
+# next step for a Hopper GEMM (half the loads per FLOP of A), not yet measured here.
+MM_BLOCK_N = 128
+MM_STAGES = 3
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=64, sym_group=8, sym_warps=8, sym_stages=3,
-    mm_block_m=128, mm_block_n=128, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=3,
+    mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=MM_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
