@@ -17,7 +17,10 @@ import secrets
 import shutil
 import statistics
 import tempfile
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task, Workload, roofline
 
+ORACLE_THREAD = "d2k-oracle"  # the thread that works out a workload's expected outputs (`prepare_workload`)
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
 # A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
 CONTENDED_SHARE = 0.8
@@ -256,6 +260,7 @@ class Evaluation:
         # input tensors that are unchanged maps of the trusted worker's files: id -> (tensor, file)
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
         self.expected: dict[str, dict[int, list[torch.Tensor]]] = {}
+        self.oracles: dict[str, dict[int, Future]] = {}  # oracle calls still running or queued (`prepare_workload`)
         self.expected_strides: dict[str, list[list[int]]] = {}
         # quantities of each input set that the roofline needs (`derived` in a task's reference), per workload
         self.derived: dict[str, dict[int, dict[str, float]]] = {}
@@ -395,7 +400,11 @@ class Evaluation:
         return {"export_results": True} if self.export_outputs else {}
 
     def trusted_request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """A request to the trusted worker, retried once on a fresh worker; a second failure is infra."""
+        """A request to the trusted worker, retried once on a fresh worker; a second failure is infra. From any
+        thread but the oracle's, it first waits for the oracle calls still running (one request at a time)."""
+        if self.oracles and not threading.current_thread().name.startswith(ORACLE_THREAD):
+            for name in list(self.oracles):
+                self.settle_oracles(name)
         timeout = timeout or self.options.call_timeout_s
         for attempt in range(2):
             try:
@@ -518,21 +527,46 @@ class Evaluation:
 
     # -- correctness -------------------------------------------------------------------------------
     def prepare_workload(self, workload: Workload) -> None:
-        """Make the input sets in the trusted worker, keep copies, and compute the oracle's outputs."""
-        self.inputs[workload.name], self.expected[workload.name] = {}, {}
-        for i in range(self.task.correctness_sets + 1):  # the last set rewrites slot 0 in place
-            self.make_set(workload, i)
-        self.check_tolerance_discriminates(workload)
+        """Make the input sets in the trusted worker and keep copies; the oracle's outputs for them are worked out
+        on a thread of their own, beside the candidate's checked calls (`expected_outputs` waits for a set's,
+        `settle_oracles` for all). Until they are settled the trusted worker is that thread's alone."""
+        name = workload.name
+        self.inputs[name], self.expected[name] = {}, {}
+        sets = range(self.task.correctness_sets + 1)  # the last set rewrites slot 0 in place
+        for i in sets:
+            self.make_set(workload, i, oracle=False)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=ORACLE_THREAD)
+        self.oracles[name] = {i: pool.submit(self.set_oracle, workload, i) for i in sets}
+        pool.shutdown(wait=False)  # its thread works through the sets, then ends
+
+    def expected_outputs(self, name: str, i: int) -> list[Any]:
+        """The oracle's outputs for input set `i`, once its thread has them (its failure raised here)."""
+        future = self.oracles.get(name, {}).get(i)
+        if future is not None:
+            future.result()
+        return self.expected[name][i]
+
+    def settle_oracles(self, name: str) -> None:
+        """Wait until every oracle call of the workload has ended (the trusted worker free again); the first
+        failure among them raised."""
+        futures = list(self.oracles.pop(name, {}).values())
+        wait_futures(futures)
+        for future in futures:
+            future.result()
 
     def make_set(self, workload: Workload, i: int, oracle: bool = True) -> None:
         """Input set `i` made in the trusted worker (its slot), a copy kept, and (with `oracle`) the oracle's
         outputs for it."""
-        name, written = workload.name, self.task.written_inputs
+        name = workload.name
         reply = self.trusted_request(self.make_inputs_request(workload, i))
         self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
         self.derived.setdefault(name, {})[i] = reply.get("derived", {})
-        if not oracle:
-            return
+        if oracle:
+            self.set_oracle(workload, i)
+
+    def set_oracle(self, workload: Workload, i: int) -> None:
+        """The oracle's outputs for input set `i` (and the inputs it writes in place), kept as `expected`."""
+        name, written = workload.name, self.task.written_inputs
         oracle = self.trusted_request(
             {"op": "call", "fn": "oracle", "slot": self.slot_id(name, i), "return_inputs": bool(written),
              **self.export_flag()}
@@ -706,7 +740,7 @@ class Evaluation:
         if len(outputs) != n_returned or any(not isinstance(o, torch.Tensor) for o in outputs):
             return "output_count", (f"returned {len(outputs)} value(s) of types {[type(o).__name__ for o in outputs]}; "
                                     f"the task returns {n_returned} tensor(s)")
-        expected = self.expected[workload.name][expected_set]
+        expected = self.expected_outputs(workload.name, expected_set)
         got = self.compared_values(outputs, after)
         specs = self.compared_specs()
         if any(spec.compare == "custom" for spec in specs):
@@ -731,7 +765,8 @@ class Evaluation:
         """Each compared output's distance from the oracle (`compare.output_error`), where it has one."""
         got = self.compared_values(outputs, after)
         out = {}
-        for spec, g, e in zip(self.compared_specs(), got, self.expected[workload.name][expected_set], strict=False):
+        for spec, g, e in zip(self.compared_specs(), got, self.expected_outputs(workload.name, expected_set),
+                              strict=False):
             if isinstance(g, torch.Tensor):
                 value = output_error(spec, g.to(self.device), e.to(self.device))
                 if value is not None:
@@ -1172,7 +1207,11 @@ class Evaluation:
             before = len(self.result.failures)
             try:
                 with self.phase("correctness"):
-                    self.check_workload(workload, wr)
+                    try:
+                        self.check_workload(workload, wr)
+                    finally:
+                        self.settle_oracles(workload.name)
+                self.check_tolerance_discriminates(workload)
             except (RequestFailed, WorkerFault) as exc:
                 failure = self.candidate_fault(exc, workload)
                 self.result.add(failure)
