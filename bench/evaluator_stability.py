@@ -26,6 +26,15 @@ SPEEDUP_SPREAD = 0.02
 SPREAD_MIN_US = 50.0
 
 
+def first_calls(calls: dict[str, list[dict[str, float]]]) -> str:
+    """Per function, the largest over the rounds of its first call on the fresh set and of its batch's first timed
+    call, each over the batch's other calls: honest ones stay near 1 (bench/results/2026-12-04-h200-owed-14)."""
+    worst = {fn: (max(r["fresh_ms"] / r["rest_ms"] for r in rounds), max(r["lead_ms"] / r["rest_ms"] for r in rounds))
+             for fn, rounds in calls.items() if rounds}
+    return "first calls / the rest, worst round: " + ", ".join(
+        f"{fn} fresh {fresh:.2f} lead {lead:.2f}" for fn, (fresh, lead) in worst.items())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="")
@@ -72,7 +81,7 @@ def main() -> int:
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
                           f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {ref.median_ms * 1e3:.1f}, "
                           f"{ref.min_ms * 1e3:.1f}-{ref.max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}; "
-                          f"fresh-set slowdown {w.fresh_slowdown}",
+                          f"fresh-set slowdown {w.fresh_slowdown}; {first_calls(w.fresh_calls)}",
                           flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
