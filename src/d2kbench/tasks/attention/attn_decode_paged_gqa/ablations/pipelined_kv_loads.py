@@ -25,7 +25,7 @@ MIN_TILES_PER_SPLIT = 2   # a split shorter than this is not worth its partial-o
 SPLIT_NUM_WARPS = 4
 # Load the next tile's page ids one iteration ahead. In the same iteration, the page-id load is
 # a link in front of the K/V loads, and Triton's pipeliner then buffers K/V tiles num_stages - 3
-# times (one buffer at four stages, as shipped); carried from the previous iteration, the K/V
+# times (one buffer at four stages, as shipped before); carried from the previous iteration, the K/V
 # loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
 PREFETCH_PAGE_IDS = False
 SPLIT_NUM_STAGES = 1
