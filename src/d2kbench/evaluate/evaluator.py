@@ -145,10 +145,12 @@ def first_call_ratio(times: list[float], slots: list[int], fresh_slot: int) -> f
     return times[slots.index(fresh_slot)] / max(statistics.median(rest), 1e-9) if rest else None
 
 
-def fresh_call_record(times: list[float], slots: list[int], fresh_slot: int) -> dict[str, float]:
+def fresh_call_record(times: list[float], slots: list[int], fresh_slot: int) -> dict[str, float] | None:
     """What calibrates the input-cache check (`WorkloadResult.fresh_calls`): a batch's first call on the fresh
-    set, the median of its calls elsewhere and its first timed call (ms)."""
-    rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot] or [math.nan]
+    set, the median of its calls elsewhere and its first timed call (ms); None without calls elsewhere."""
+    rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot]
+    if not rest:
+        return None
     return {"fresh_ms": round(times[slots.index(fresh_slot)], 5), "rest_ms": round(statistics.median(rest), 5),
             "lead_ms": round(times[0], 5)}
 
@@ -869,7 +871,9 @@ class Evaluation:
             return False
         if fresh_slot is not None:
             run.fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
-            wr.fresh_calls.setdefault(fn, []).append(fresh_call_record(times, fn_slots, fresh_slot))
+            record = fresh_call_record(times, fn_slots, fresh_slot)
+            if record is not None:
+                wr.fresh_calls.setdefault(fn, []).append(record)
         if rnd == 0:
             # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
             # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
