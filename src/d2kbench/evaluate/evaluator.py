@@ -138,25 +138,16 @@ def fresh_last(slots: list[int], fresh_slot: int) -> list[int]:
     return slots[k + 1:] + slots[:k + 1]
 
 
-def first_call_ratio(times: list[float], slots: list[int], fresh_slot: int) -> float | None:
-    """A batch's first call on `fresh_slot` (calls rotate over `slots`) over the median of its calls elsewhere
-    (None without calls elsewhere)."""
+def fresh_call(times: list[float], slots: list[int], fresh_slot: int) -> tuple[float, float] | None:
+    """A batch's first call on `fresh_slot` (calls rotate over `slots`) and the median of its calls elsewhere (ms;
+    None without calls elsewhere)."""
     rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot]
-    return times[slots.index(fresh_slot)] / max(statistics.median(rest), 1e-9) if rest else None
-
-
-def fresh_call_record(times: list[float], slots: list[int], fresh_slot: int) -> dict[str, float] | None:
-    """What calibrates the input-cache check (`WorkloadResult.fresh_calls`): a batch's first call on the fresh
-    set, the median of its calls elsewhere and its first timed call (ms); None without calls elsewhere."""
-    rest = [t for i, t in enumerate(times) if slots[i % len(slots)] != fresh_slot]
-    if not rest:
-        return None
-    return {"fresh_ms": round(times[slots.index(fresh_slot)], 5), "rest_ms": round(statistics.median(rest), 5),
-            "lead_ms": round(times[0], 5)}
+    return (times[slots.index(fresh_slot)], statistics.median(rest)) if rest else None
 
 
 def fresh_slowdown(ratio: dict[str, float | None]) -> float | None:
-    """The candidate's `first_call_ratio` over the reference's (None where either is missing)."""
+    """The candidate's first call on the fresh set over its other calls (`fresh_call`), over the reference's same
+    ratio (None where either is missing)."""
     cand, ref = ratio.get("candidate"), ratio.get("reference")
     return None if cand is None or not ref else cand / ref
 
@@ -869,11 +860,13 @@ class Evaluation:
                                  validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot)
         if times is None:
             return False
-        if fresh_slot is not None:
-            run.fresh_ratio.setdefault(rnd, {})[fn] = first_call_ratio(times, fn_slots, fresh_slot)
-            record = fresh_call_record(times, fn_slots, fresh_slot)
-            if record is not None:
-                wr.fresh_calls.setdefault(fn, []).append(record)
+        first = None if fresh_slot is None else fresh_call(times, fn_slots, fresh_slot)
+        if first is not None:
+            fresh_ms, rest_ms = first
+            run.fresh_ratio.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
+            # the raw figures, to calibrate the check: the fresh call, the others' median, the batch's first call
+            wr.fresh_calls.setdefault(fn, []).append(
+                {"fresh_ms": round(fresh_ms, 5), "rest_ms": round(rest_ms, 5), "lead_ms": round(times[0], 5)})
         if rnd == 0:
             # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
             # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)

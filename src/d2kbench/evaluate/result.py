@@ -102,7 +102,7 @@ class WorkloadResult:
     # over the reference's same ratio (`integrity/input_cache` where their median is 1.5 or more)
     fresh_slowdown: list[float] = field(default_factory=list)
     # per function, per timed round: its first call on the fresh set, its other calls' median, its batch's first
-    # timed call (ms; `evaluator.fresh_call_record`), the raw figures behind `fresh_slowdown`
+    # timed call (ms; `Evaluation.time_function`), the raw figures behind `fresh_slowdown`
     fresh_calls: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
