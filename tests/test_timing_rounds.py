@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, balanced_orders
 from d2kbench.evaluate.result import WorkloadResult
 from tests.conftest import stand_in_timing
 
@@ -109,15 +109,32 @@ def test_the_baselines_time_the_input_sets_that_the_candidate_holds_in_its_order
     assert evaluation.slot_set["n200"] == held  # every fresh set put back after its round
 
 
-@pytest.mark.parametrize(("call_ms", "reps", "warmup"), [(0.1, 200, 3), (4.0, 25, 3), (9.0, 11, 2), (40.0, 3, 1)])
+@pytest.mark.parametrize(("call_ms", "reps", "warmup"), [(0.1, 200, 3), (4.0, 12, 3), (9.0, 5, 2), (40.0, 3, 1)])
 def test_long_kernels_take_fewer_calls_per_batch(evaluation, call_ms, reps, warmup):
-    """The estimate round's three calls and three warm-ups, then `batch_ms` (100) of timed calls, at least three and
+    """The estimate round's three calls and three warm-ups, then `batch_ms` (50) of timed calls, at least three and
     at most 200, after warm-ups of at least 10 ms (at least one, at most three)."""
     evaluation.call_ms = call_ms
     evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
     functions = len({fn for _, fn, _ in evaluation.slots_timed})
     assert set(evaluation.batch_sizes[:functions]) == {(3, 3)}
     assert set(evaluation.batch_sizes[functions:]) == {(reps, warmup)}
+
+
+@pytest.mark.parametrize("k", [3, 4])
+def test_balanced_orders_give_every_function_every_place_equally_often(k):
+    """Over 2k rounds each of k functions takes each place twice and follows each other function as often as it
+    precedes it; for three functions the six rounds are the six orders."""
+    names = [f"f{i}" for i in range(k)]
+    orders = balanced_orders(names, 2 * k)
+    assert all(sorted(order) == names for order in orders)
+    places = Counter((place, fn) for order in orders for place, fn in enumerate(order))
+    assert set(places.values()) == {2} and len(places) == k * k
+    follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:], strict=False))
+    assert all(follows[(a, b)] == follows[(b, a)] for a, b in follows)
+    if k == 3:
+        assert len({tuple(order) for order in orders}) == 6
+    longer = balanced_orders(names, 4 * k)
+    assert longer[2 * k:] == longer[:2 * k]  # more rounds repeat the cycle
 
 
 def test_each_timed_round_draws_its_own_order_of_functions(evaluation):

@@ -54,7 +54,7 @@ GRAPH_REPLAY_WRONG = (
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
-SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round
+SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round (`balanced_orders`)
 # Every timed round puts a fresh input set, one the candidate has never seen, in one of its slots, left out of
 # the warm-up: its first timed call there is the first call on those inputs. A candidate whose first call there,
 # against its calls on the sets it had seen in the same batch, is (the median over the rounds) this many times the
@@ -89,8 +89,8 @@ class EvalOptions:
     # the longest the trusted worker waits, the candidate stopped, for work the candidate queued on the GPU before
     # the stop to drain (before each baseline batch and each workload's timings); past it the GPU counts as shared
     quiet_wait_s: float = 10.0
-    rounds: int = 5  # timing rounds; each round times every function once, alternating workers
-    batch_ms: float = 100.0  # target length of one timed batch
+    rounds: int = 6  # timing rounds; each round times every function once (6: all orders of three functions)
+    batch_ms: float = 50.0  # target length of one timed batch
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
     # input sets handed to the candidate device to device (CUDA IPC, `ipc.py`) instead of through spool files
     # (attention on the H200: 25.7 s instead of 58.2 s per evaluation, the same verdicts; bench/diag/ipc_inputs.py);
@@ -203,11 +203,28 @@ class TimingRun:
     fresh_ratio: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
     unchecked_graphs: bool = False  # the checked round's graph batch of the candidate gave no times
 
+    orders: list[list[tuple[str, WorkerProcess | None]]] = dataclasses.field(default_factory=list)  # rounds 1 on
+
     @classmethod
-    def of(cls, fns: list[tuple[str, WorkerProcess | None]], checked: int) -> TimingRun:
+    def of(cls, fns: list[tuple[str, WorkerProcess | None]], checked: int, rounds: int) -> TimingRun:
         names = [f for f, _ in fns]
         return cls(fns, checked, {f: [] for f in names}, {f: [] for f in names}, {f: 3 for f in names},
-                   {f: WARMUP_CALLS for f in names})
+                   {f: WARMUP_CALLS for f in names}, orders=balanced_orders(fns, rounds))
+
+
+def balanced_orders(items: list, rounds: int) -> list[list]:
+    """The order of the functions in each of `rounds` timed rounds: the cyclic shifts of a random order and of its
+    reverse (2k orders for k functions), shuffled, repeated as needed. Over 2k rounds every function takes every
+    place twice and follows each of its two neighbours in the cycle equally often (for three functions: all six
+    orders, each once). The H200 caps its power at 700 W: a GEMM-bound kernel runs at 1980 MHz after the GPU
+    idled and at 1605-1695 MHz once it has been busy for some 50 ms, 8-10% slower (bench/results/
+    2026-12-04-h200-owed-15, `gap_*.log`), so what ran before a batch moves its time; orders drawn independently
+    gave one function the favoured places more often in some evaluations (muon's fraction of expert 0.967-1.018)."""
+    first = SHUFFLE.sample(items, len(items))
+    cycle = [first[i:] + first[:i] for i in range(len(first))]
+    cycle += [list(reversed(order)) for order in cycle]
+    SHUFFLE.shuffle(cycle)
+    return [cycle[i % len(cycle)] for i in range(rounds)]
 
 
 @dataclass(frozen=True)
@@ -787,7 +804,7 @@ class Evaluation:
         # way (the candidate's input sets moved between its slots, a fresh set in one of them), so a candidate that
         # counts calls, watches for the rotation or fingerprints its inputs cannot tell it from the rest and cheat
         # around it. Only the checked round's fresh set needs the oracle's outputs.
-        run = TimingRun.of(fns, checked=1 + secrets.randbelow(self.options.rounds))
+        run = TimingRun.of(fns, checked=1 + secrets.randbelow(self.options.rounds), rounds=self.options.rounds)
         fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
         for rnd, index in fresh.items():
             self.make_set(workload, index, oracle=(rnd == run.checked))
@@ -833,11 +850,11 @@ class Evaluation:
         # lengths) must not be timed on others. In the candidate's order, so that the fresh set takes the same
         # place in every function's batch.
         trusted_slots = [self.slot_id(name, self.slot_set[name][j]) for j in range(len(slots))]
-        # Each timed round in an order of its own: a batch's place in the round (after which other batch, which
-        # probe) must not favour one function. In a fixed order the expert's graph replays came out 0.13 us faster
-        # than the candidate's on average (35 pairs, bench/results/2026-12-04-h200-owed-9 to -12) while their
-        # events times agreed.
-        for fn, worker in run.fns if rnd == 0 else SHUFFLE.sample(run.fns, len(run.fns)):
+        # Each timed round in an order of its own, the orders balanced over the rounds (`balanced_orders`): a
+        # batch's place in the round (after which other batch, which probe) must not favour one function. In a
+        # fixed order the expert's graph replays came out 0.13 us faster than the candidate's on average (35 pairs,
+        # bench/results/2026-12-04-h200-owed-9 to -12) while their events times agreed.
+        for fn, worker in run.fns if rnd == 0 else run.orders[rnd - 1]:
             fn_slots = slots if fn == "candidate" else trusted_slots
             fresh_slot = None  # its slot of the fresh set, left out of the warm-up
             if fresh_in is not None:
