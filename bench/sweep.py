@@ -6,10 +6,12 @@ Run on the GPU machine from the repository root:
 
 Every `--set` names a module-level constant of the task's `expert.py` and the values to try; the
 sweep runs the cross product (the expert's own values first, as "as shipped"). Per scored workload
-it times the reference and the comparator once, then every variant: each variant's outputs are
-compared with the oracle's under the task's tolerances before it is timed, and a wrong variant is
-reported, never timed. Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls,
-median; CUDA graph replay for latency-bound workloads). With several `--seeds` every workload is
+each variant's outputs are compared with the oracle's under the task's tolerances, and a wrong
+variant is reported, never timed; then the reference, the comparator and every right variant are
+timed in `--rounds` rounds, one batch each per round, the rounds in balanced orders
+(`evaluator.balanced_orders`), and each is reported by the median of its batches with their range.
+Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls, median; CUDA graph
+replay for latency-bound workloads). With several `--seeds` every workload is
 drawn and timed once per seed in this one process (a seed repeated draws fresh tensors again), which
 tells an input effect from a process or clock effect. Prints one Markdown table and, with --json,
 writes every number to a file.
@@ -28,6 +30,7 @@ import torch
 import triton
 
 from d2kbench.evaluate.compare import compare_output
+from d2kbench.evaluate.evaluator import balanced_orders
 from d2kbench.evaluate.hardware import environment
 from d2kbench.evaluate.timing import Timer, measure_ceilings
 from d2kbench.evaluate.worker import as_tuple, load_module, oracle_input
@@ -56,8 +59,13 @@ def mismatch(task, workload, ref, inputs, got, expected) -> str | None:
     for spec, g, e in zip(task.returned_outputs, got, expected, strict=True):
         wrong = compare_output(spec, g, e, workload.dtype, list(g.stride()), list(e.stride()))
         if wrong:
-            return wrong[1]
+            return wrong.detail
     return None
+
+
+def set_knobs(expert, knobs: dict) -> None:
+    for knob, value in knobs.items():
+        setattr(expert, knob, value)
 
 
 def time_us(timer: Timer, fn, inputs, reps: int, graph: bool) -> float:
@@ -71,6 +79,7 @@ def main() -> int:
     parser.add_argument("--workloads", default="", help="comma-separated names (default: the scored workloads)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=V1,V2", help="a knob and its values")
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=4, help="batches per variant, in balanced orders (median)")
     parser.add_argument("--seeds", default="7", help="comma-separated input seeds, each timed in turn")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -109,35 +118,48 @@ def main() -> int:
         nbytes, flops = roofline(task, workload, derived)
         floor_us = max(nbytes / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6
         expected = oracle_outputs(ref, task, inputs)
-        base = {"reference": time_us(timer, ref.reference, inputs, args.reps, graph)}
+        entries = [("reference", ref.reference, inputs, {})]  # (label, function, inputs, knobs to set)
         if hasattr(ref, "comparator"):
             prepared = ref.comparator_prepare(*inputs) if hasattr(ref, "comparator_prepare") else inputs
-            base["comparator"] = time_us(timer, ref.comparator, list(prepared), args.reps, graph)
-        for label, us in base.items():
-            print(f"| {name} | {label} | {us:.1f} | {floor_us / us:.0%} | | | |")
-            records.append({"workload": workload.name, "seed": seed, "variant": label, "us": us,
-                            "floor_us": floor_us})
+            entries.append(("comparator", ref.comparator, list(prepared), {}))
+        wrong = {}
         for variant in variants:
-            for knob, value in variant.items():
-                setattr(expert, knob, value)
+            set_knobs(expert, variant)
             label = "as shipped" if variant == shipped else ", ".join(f"{k}={v}" for k, v in variant.items())
             try:
                 got = as_tuple(expert.run(*inputs))
                 torch.cuda.synchronize()
-                wrong = mismatch(task, workload, ref, inputs, got, expected)
-                us = None if wrong else time_us(timer, expert.run, inputs, args.reps, graph)
+                wrong[label] = mismatch(task, workload, ref, inputs, got, expected)
             except Exception as exc:  # noqa: BLE001 - a variant that fails to compile or run is reported
-                wrong, us = f"{type(exc).__name__}: {str(exc)[:120]}", None
-            if us is None:
-                print(f"| {name} | {label} | - | - | - | - | WRONG: {wrong} |")
+                wrong[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
+            if not wrong[label]:
+                entries.append((label, expert.run, inputs, variant))
+        # Every entry timed once per round, the rounds in balanced orders: what ran before a batch moves a
+        # GEMM-bound time by up to 9% on the H200 (its power cap; bench/diag/idle_gap.py), so one batch per
+        # entry in a fixed order ranked variants by their place in it.
+        per_round: dict[str, list[float]] = {label: [] for label, *_ in entries}
+        for order in balanced_orders(entries, args.rounds):
+            for label, fn, args_in, knobs in order:
+                set_knobs(expert, {**shipped, **knobs})
+                per_round[label].append(time_us(timer, fn, args_in, args.reps, graph))
+        set_knobs(expert, shipped)
+        us = {label: statistics.median(times) for label, times in per_round.items()}
+        knobs_of = {label: knobs for label, _, _, knobs in entries}
+        for label, times in per_round.items():
+            spread = f"rounds {min(times):.1f}-{max(times):.1f}" if len(times) > 1 else ""
+            if label not in ("reference", "comparator"):
+                vs_cmp = f"{us['comparator'] / us[label]:.2f}x" if "comparator" in us else ""
+                ratios = f"{us['reference'] / us[label]:.2f}x | {vs_cmp}"
             else:
-                vs_cmp = f"{base['comparator'] / us:.2f}x" if "comparator" in base else ""
-                print(f"| {name} | {label} | {us:.1f} | {floor_us / us:.0%} | {base['reference'] / us:.2f}x | "
-                      f"{vs_cmp} | |")
-            records.append({"workload": workload.name, "seed": seed, "variant": label, "knobs": variant, "us": us,
-                            "wrong": wrong, "floor_us": floor_us})
-        for knob, value in shipped.items():
-            setattr(expert, knob, value)
+                ratios = " | "
+            print(f"| {name} | {label} | {us[label]:.1f} | {floor_us / us[label]:.0%} | {ratios} | {spread} |")
+            records.append({"workload": workload.name, "seed": seed, "variant": label, "knobs": knobs_of[label],
+                            "us": us[label], "rounds_us": times, "floor_us": floor_us})
+        for label, why in wrong.items():
+            if why:
+                print(f"| {name} | {label} | - | - | - | - | WRONG: {why} |")
+                records.append({"workload": workload.name, "seed": seed, "variant": label, "us": None,
+                                "wrong": why, "floor_us": floor_us})
         sys.stdout.flush()
     if args.json:
         args.json.write_text(json.dumps({"task": task.id, "environment": env, "ceilings": ceilings,
