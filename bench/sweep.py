@@ -14,7 +14,8 @@ Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls, medi
 replay for latency-bound workloads). With several `--seeds` every workload is
 drawn and timed once per seed in this one process (a seed repeated draws fresh tensors again), which
 tells an input effect from a process or clock effect. Prints one Markdown table and, with --json,
-writes every number to a file.
+writes every number to a file. `--device cpu` runs it through Triton's interpreter on the cpu
+workloads with the host clock (tests/test_sweep.py): it checks the script, it measures nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import triton
 from d2kbench.evaluate.compare import compare_output
 from d2kbench.evaluate.evaluator import balanced_orders
 from d2kbench.evaluate.hardware import environment
-from d2kbench.evaluate.timing import Timer, measure_ceilings
+from d2kbench.evaluate.timing import HostTimer, Timer, measure_ceilings
 from d2kbench.evaluate.worker import as_tuple, load_module, oracle_input
 from d2kbench.suite import find_task, roofline
 
@@ -82,6 +83,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4, help="batches per variant, in balanced orders (median)")
     parser.add_argument("--seeds", default="7", help="comma-separated input seeds, each timed in turn")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--device", default="cuda",
+                        help="cuda, or cpu (Triton's interpreter, the host clock: checks the script, not kernels)")
     args = parser.parse_args()
 
     task = find_task(args.task)
@@ -98,10 +101,12 @@ def main() -> int:
     variants = [shipped] + [v for v in variants if v != shipped]
     names = args.workloads.split(",") if args.workloads else [w.name for w in task.split("scored")]
 
-    device = torch.device("cuda")
-    timer = Timer(device)
-    ceilings = measure_ceilings(device)
-    env = environment("cuda:0")
+    device = torch.device(args.device)
+    on_gpu = device.type == "cuda"
+    timer = Timer(device) if on_gpu else HostTimer()
+    nan = float("nan")  # no ceilings on the CPU: no speed-of-light share
+    ceilings = measure_ceilings(device) if on_gpu else {"copy_bytes_per_s": nan, "bf16_flops_per_s": nan}
+    env = environment(args.device)
     print(f"# sweep {task.id}: {env.get('gpu')}, torch {torch.__version__}, triton {triton.__version__}; "
           f"copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 GEMM {ceilings['bf16_flops_per_s'] / 1e12:.0f} "
           f"TFLOP/s\n")
@@ -110,8 +115,8 @@ def main() -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     for name, seed in itertools.product(names, seeds):
         workload = task.workload(name)
-        graph = workload.latency_bound
-        inputs = list(ref.make_inputs(workload, seed, "cuda"))
+        graph = workload.latency_bound and on_gpu  # (no CUDA graphs on the CPU)
+        inputs = list(ref.make_inputs(workload, seed, args.device))
         if len(seeds) > 1:
             name = f"{workload.name} seed {seed}"
         derived = ref.derived(workload, inputs) if hasattr(ref, "derived") else {}
@@ -128,7 +133,8 @@ def main() -> int:
             label = "as shipped" if variant == shipped else ", ".join(f"{k}={v}" for k, v in variant.items())
             try:
                 got = as_tuple(expert.run(*inputs))
-                torch.cuda.synchronize()
+                if on_gpu:
+                    torch.cuda.synchronize()
                 wrong[label] = mismatch(task, workload, ref, inputs, got, expected)
             except Exception as exc:  # noqa: BLE001 - a variant that fails to compile or run is reported
                 wrong[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
