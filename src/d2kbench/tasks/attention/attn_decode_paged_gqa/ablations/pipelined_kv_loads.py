@@ -33,8 +33,9 @@ SPLIT_NUM_STAGES = 1
 # an atomic count, instead of a second launch: on llama3_8b the merge kernel took 11.7 us of the
 # expert's 277 (ncu, bench/results/2026-12-04-h200-owed-13). Off: measured slower on three of the
 # four workloads (llama3_8b 271 -> 277 us, llama3_70b 504 -> 519; qwen3_8b_lvar 315 -> 305, 3%
-# faster; bench/results/2026-12-04-h200-owed-15 call1, attn.log); not profiled: likely the merging split, alone at
-# the end of its group, makes a tail that the separate merge kernel spreads over the SMs.
+# faster; bench/results/2026-12-04-h200-owed-15 call1, attn.log). Not profiled; likely the
+# merging split, alone at the end of its group, makes a tail that the separate merge kernel
+# spreads over the SMs.
 FUSED_MERGE = False
 # ...where one program's merge is short: at most this many partial rows (splits x the group's heads).
 # A single long sequence (qwen3_235b: about 100 splits x 16 heads) keeps the separate merge, whose
