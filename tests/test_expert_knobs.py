@@ -9,6 +9,10 @@ from d2kbench.suite import find_task
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
     ("attn_decode_paged_gqa", "FUSED_MERGE = False", "FUSED_MERGE = True"),
+    ("attn_decode_paged_gqa", "KV_HEADS_FASTEST = True", "KV_HEADS_FASTEST = False"),
+    # No waves to fill: one split per (sequence, KV head), stage 1 writes the output (qwen3_8b_lvar's path on the
+    # H200, which no cpu workload takes as shipped).
+    ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
     ("muon_newton_schulz", "MM_BLOCK_N = 128", "MM_BLOCK_N = 256"),  # production tiles: sm_90 compile only
 ]
 

@@ -39,8 +39,21 @@ FUSED_MERGE = False
 # A single long sequence (qwen3_235b: about 100 splits x 16 heads) keeps the separate merge, whose
 # programs work on the heads in parallel.
 FUSED_MERGE_MAX_ROWS = 256
-MERGE_SPLIT_BLOCK = 16    # splits merged per step of stage 2
-MERGE_NUM_WARPS = 4
+# Launch order: the KV heads of one (sequence, split) on neighbouring programs (program_id(0)). A
+# 16-token page holds every KV head ([page, Hkv, D]: 32 KB for 8 heads of 128), and one program reads
+# its head's 256-byte rows at a 2 KB stride: launched side by side, the heads' programs read each page
+# together, where with the batch fastest the programs running at once read pages of different
+# sequences and each page's DRAM rows are opened once per head. Measured: llama3_8b 266 -> 262 us,
+# llama3_70b 503 -> 501, the other two unchanged (bench/results/2026-12-04-h200-sweep-16 call2).
+KV_HEADS_FASTEST = True
+# Stage 2 is a latency-bound pass over a few MB: size each program to its work. A step merges up to
+# MERGE_MAX_SPLIT_BLOCK splits (the split count rounded up to a power of two, so few splits mean a
+# short masked tile), with one warp per MERGE_ELEMS_PER_THREAD x 32 values of the tile. The fixed
+# 16-split step with 4 warps shipped before cost llama3_8b 5 us against one warp, while the single
+# 128k-token sequence's 264 splits want more per step: 64 splits with 4 warps took it from 107 to
+# 98 us (bench/results/2026-12-04-h200-sweep-16, calls 1 and 2; 16 values per thread: 102 us).
+MERGE_MAX_SPLIT_BLOCK = 64
+MERGE_ELEMS_PER_THREAD = 64
 
 _SM_COUNT = {}
 _DONE_COUNTS = {}
@@ -76,7 +89,8 @@ def _split_layout(seq_len, num_splits, TILE: tl.constexpr):
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
-    done_ptr, o_ptr,                       # (FUSED_MERGE) splits finished per (sequence, KV head)
+    done_ptr,                              # (FUSED_MERGE) splits finished per (sequence, KV head)
+    o_ptr,                                 # written here with FUSED_MERGE or a single split
     qk_scale,
     num_splits,
     stride_qb, stride_qh,
@@ -94,10 +108,14 @@ def _decode_split_kernel(
     DOT_PRECISION: tl.constexpr,
     PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
     FUSED: tl.constexpr,                   # the last split merges (FUSED_MERGE)
+    DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
+    HEADS_FASTEST: tl.constexpr,           # grid (KV head, batch, split) (KV_HEADS_FASTEST)
     SPLIT_BLOCK: tl.constexpr,
 ):
-    b = tl.program_id(0)
-    kv_head = tl.program_id(1)
+    if HEADS_FASTEST:
+        kv_head, b, num_kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
+    else:
+        b, kv_head, num_kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
     split = tl.program_id(2)
 
     seq_len = tl.load(seq_lens_ptr + b)
@@ -156,19 +174,25 @@ def _decode_split_kernel(
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
             m_i = m_new
 
-        # Normalised partial output and its log-sum-exp for each real head of the group.
-        po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
-              + offs_d[None, :])
-        tl.store(po, acc / l_i[:, None], mask=group_ok[:, None])
-        pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
-        tl.store(pl, m_i + tl.log(l_i), mask=group_ok)
+        if DIRECT:
+            # The only split: its normalised output is the output (a merge of one split would
+            # multiply it by exp(0) and divide by 1).
+            o = o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
+            tl.store(o, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=group_ok[:, None])
+        else:
+            # Normalised partial output and its log-sum-exp for each real head of the group.
+            po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
+                  + offs_d[None, :])
+            tl.store(po, acc / l_i[:, None], mask=group_ok[:, None])
+            pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
+            tl.store(pl, m_i + tl.log(l_i), mask=group_ok)
 
         if FUSED:
             # Every thread's partial stores come before the count (the barrier; the atomic's
             # release publishes them); the split that counts last sees all of them (its acquire)
             # and merges, then zeroes the count for the next call.
             tl.debug_barrier()
-            done = done_ptr + b * tl.num_programs(1) + kv_head
+            done = done_ptr + b * num_kv_heads + kv_head
             if tl.atomic_add(done, 1, sem="acq_rel", scope="gpu") == live_splits - 1:
                 for g in range(0, GROUP):
                     head = kv_head * GROUP + g
@@ -189,9 +213,12 @@ def _merge_splits_kernel(
     HEAD_DIM: tl.constexpr,
     TILE: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
+    HEADS_FASTEST: tl.constexpr,           # grid (query head, batch)
 ):
-    b = tl.program_id(0)
-    head = tl.program_id(1)
+    if HEADS_FASTEST:
+        head, b = tl.program_id(0), tl.program_id(1)
+    else:
+        b, head = tl.program_id(0), tl.program_id(1)
 
     seq_len = tl.load(seq_lens_ptr + b)
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
@@ -237,6 +264,14 @@ def _num_splits(batch, kv_heads, max_pages, page, device):
     return max(1, min(want, triton.cdiv(max_tiles, MIN_TILES_PER_SPLIT)))
 
 
+def _merge_launch(num_splits, head_dim):
+    """Stage 2's splits per step and warps: the step covers the splits (a power of two, capped),
+    and each warp about MERGE_ELEMS_PER_THREAD values per thread of the [splits, head dim] tile."""
+    block = min(MERGE_MAX_SPLIT_BLOCK, max(2, triton.next_power_of_2(num_splits)))
+    warps = block * head_dim // (32 * MERGE_ELEMS_PER_THREAD)
+    return block, min(8, max(1, triton.next_power_of_2(warps)))
+
+
 def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     B, Hq, D = q.shape
     _, page, Hkv, _ = k_cache.shape
@@ -251,17 +286,23 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     seq_lens = seq_lens.contiguous()
 
     num_splits = _num_splits(B, Hkv, block_table.shape[1], page, q.device)
-    part_o = torch.empty((B, Hq, num_splits, D), dtype=torch.float32, device=q.device)
-    part_lse = torch.empty((B, Hq, num_splits), dtype=torch.float32, device=q.device)
     o = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
+    direct = num_splits == 1
+    if direct:  # no partials: stage 1 writes o (the partial pointers are unused)
+        part_o, part_lse = o, o
+    else:
+        part_o = torch.empty((B, Hq, num_splits, D), dtype=torch.float32, device=q.device)
+        part_lse = torch.empty((B, Hq, num_splits), dtype=torch.float32, device=q.device)
 
     group_pad = max(MMA_MIN_M, triton.next_power_of_2(group))
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
-    fused = FUSED_MERGE and num_splits * group <= FUSED_MERGE_MAX_ROWS
+    merge_block, merge_warps = _merge_launch(num_splits, D)
+    fused = FUSED_MERGE and not direct and num_splits * group <= FUSED_MERGE_MAX_ROWS
     done = _done_counts(B * Hkv, q.device) if fused else part_lse
-    _decode_split_kernel[(B, Hkv, num_splits)](
+    grid = (Hkv, B, num_splits) if KV_HEADS_FASTEST else (B, Hkv, num_splits)
+    _decode_split_kernel[grid](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, done, o,
         float(scale), num_splits,
         q.stride(0), q.stride(1),
@@ -273,18 +314,18 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        FUSED=fused, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
+        FUSED=fused, DIRECT=direct, HEADS_FASTEST=KV_HEADS_FASTEST, SPLIT_BLOCK=merge_block,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
-    if fused:
+    if fused or direct:
         return o
-    _merge_splits_kernel[(B, Hq)](
+    _merge_splits_kernel[(Hq, B) if KV_HEADS_FASTEST else (B, Hq)](
         part_o, part_lse, seq_lens, o,
         num_splits,
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=MERGE_SPLIT_BLOCK,
-        num_warps=MERGE_NUM_WARPS,
+        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=merge_block, HEADS_FASTEST=KV_HEADS_FASTEST,
+        num_warps=merge_warps,
     )
     return o
