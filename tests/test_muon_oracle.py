@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from d2kbench.suite import find_task
 from d2kbench.evaluate.taskcode import reference_module
+from d2kbench.suite import find_task
 
 SHAPES = [(48, 112), (80, 40), (2, 40, 52), (3, 64, 200), (200, 700), (96, 150)]
 

@@ -32,7 +32,8 @@ def test_the_memcheck_driver_checks_every_workload_it_runs(tmp_path):
     """bench/diag/memcheck_expert.py (the program compute-sanitizer runs on the GPU), on the cpu split."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(
-        [sys.executable, "bench/diag/memcheck_expert.py", "attn_decode_paged_gqa", "--device", "cpu", "--splits", "cpu"],
+        [sys.executable, "bench/diag/memcheck_expert.py", "attn_decode_paged_gqa", "--device", "cpu",
+         "--splits", "cpu"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [f"{w}: ok" for w in ("cpu_g4_f16_ragged", "cpu_g3_f32_l200", "cpu_g5_f16_len1")]
