@@ -3,13 +3,11 @@ events (`HostTimer`). What the GPU-only flow does with the input sets (the rotat
 written in place and left out of the warm-up, the baselines on the candidate's sets, the outputs revalidated) runs
 here, in CI."""
 
-import threading
-
 import pytest
 import torch
 
 from d2kbench.evaluate import timing
-from d2kbench.evaluate.evaluator import ORACLE_THREAD, EvalOptions, Evaluation
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
 from d2kbench.evaluate.timing import SPARE_OUTPUT_SETS, HostTimer, warmup_slots
 from tests.conftest import PLANTED
@@ -64,13 +62,6 @@ def timed(toy_task, candidate, monkeypatch) -> Evaluation:
     monkeypatch.setattr(ev, "gpu_ceilings", lambda: {"copy_bytes_per_s": 1e15, "bf16_flops_per_s": 1e18})
     monkeypatch.setattr(ev, "quiet", lambda workload, wr, ceiling, wait_s, when: 1.0)
     monkeypatch.setattr(ev, "check_unaccounted_time", lambda workload, wr: None)  # host overheads: not the GPU's
-    oracle, ev.oracle_threads = ev.set_oracle, {}
-
-    def recorded_oracle(workload, i):  # which thread worked out each set's expected outputs
-        ev.oracle_threads[i] = threading.current_thread().name
-        oracle(workload, i)
-
-    monkeypatch.setattr(ev, "set_oracle", recorded_oracle)
     workload = toy_task.workload("n200")
     ev.wr = WorkloadResult("n200", "scored")
     try:
@@ -79,7 +70,7 @@ def timed(toy_task, candidate, monkeypatch) -> Evaluation:
         ev.start_trusted(trusted)
         ev.gpu = False
         assert ev.start_candidate(cand), ev.result.detail
-        ev.prepare_workload(workload, timed=True)  # as the evaluation does for a scored workload on the GPU
+        ev.prepare_workload(workload)
         ev.check_workload(workload, ev.wr)
         assert ev.result.verdict == "pass", ev.result.detail
         ev.time_workload(workload, ev.wr)
@@ -95,8 +86,7 @@ def test_the_expert_is_timed_with_the_fresh_set_and_passes(toy_task, monkeypatch
     sets, rounds = toy_task.correctness_sets, ev.options.rounds
     assert set(ev.inputs["n200"]) == set(range(sets + rounds + 1))  # a fresh set for every timed round...
     oracle_for = set(ev.expected["n200"]) - set(range(sets + 1))
-    assert len(oracle_for) == 1 and oracle_for < set(ev.inputs["n200"])  # ...the checked round's with its oracle,
-    assert ev.oracle_threads[min(oracle_for)].startswith(ORACLE_THREAD)  # worked out beside the checked calls
+    assert len(oracle_for) == 1 and oracle_for < set(ev.inputs["n200"])  # ...the checked round's with its oracle
     assert sorted(ev.slot_set["n200"].values()) == [1, 2, sets]  # each put back after its round
     assert len(ev.wr.fresh_slowdown) == rounds
     assert ev.wr.fraction_of_expert is not None

@@ -271,7 +271,6 @@ class Evaluation:
         self.input_files: dict[int, tuple[torch.Tensor, Path]] = {}
         self.expected: dict[str, dict[int, list[torch.Tensor]]] = {}
         self.oracles: dict[str, dict[int, Future]] = {}  # oracle calls still running or queued (`prepare_workload`)
-        self.checked_rounds: dict[str, int] = {}  # per workload, its checked timed round when drawn in advance
         self.expected_strides: dict[str, list[list[int]]] = {}
         # quantities of each input set that the roofline needs (`derived` in a task's reference), per workload
         self.derived: dict[str, dict[int, dict[str, float]]] = {}
@@ -537,19 +536,13 @@ class Evaluation:
         return failure
 
     # -- correctness -------------------------------------------------------------------------------
-    def prepare_workload(self, workload: Workload, timed: bool = False) -> None:
+    def prepare_workload(self, workload: Workload) -> None:
         """Make the input sets in the trusted worker and keep copies; the oracle's outputs for them are worked out
         on a thread of their own, beside the candidate's checked calls (`expected_outputs` waits for a set's,
-        `settle_oracles` for all). Until they are settled the trusted worker is that thread's alone. With `timed`,
-        the timed round whose outputs will be checked again is drawn now (told to no one) and its fresh set made
-        with the others: its oracle runs beside the checked calls too, not in the timing phase (on muon's
-        8192x28672, half a second of float64 work the timing phase would wait for)."""
+        `settle_oracles` for all). Until they are settled the trusted worker is that thread's alone."""
         name = workload.name
         self.inputs[name], self.expected[name] = {}, {}
-        sets = list(range(self.task.correctness_sets + 1))  # the last set rewrites slot 0 in place
-        if timed:
-            self.checked_rounds[name] = 1 + secrets.randbelow(self.options.rounds)
-            sets.append(self.task.correctness_sets + self.checked_rounds[name])  # its fresh set (`time_workload`)
+        sets = range(self.task.correctness_sets + 1)  # the last set rewrites slot 0 in place
         for i in sets:
             self.make_set(workload, i, oracle=False)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=ORACLE_THREAD)
@@ -810,16 +803,11 @@ class Evaluation:
         # The round whose outputs are checked again, drawn here and told to no one: every round starts the same
         # way (the candidate's input sets moved between its slots, a fresh set in one of them), so a candidate that
         # counts calls, watches for the rotation or fingerprints its inputs cannot tell it from the rest and cheat
-        # around it. Only the checked round's fresh set needs the oracle's outputs: drawn and made with the
-        # correctness sets where `prepare_workload` was told the workload is timed, else here.
-        checked = self.checked_rounds.pop(name, None)
-        made = checked is not None
-        run = TimingRun.of(fns, checked=checked if made else 1 + secrets.randbelow(self.options.rounds),
-                           rounds=self.options.rounds)
+        # around it. Only the checked round's fresh set needs the oracle's outputs.
+        run = TimingRun.of(fns, checked=1 + secrets.randbelow(self.options.rounds), rounds=self.options.rounds)
         fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
         for rnd, index in fresh.items():
-            if not (made and rnd == run.checked):
-                self.make_set(workload, index, oracle=(rnd == run.checked))
+            self.make_set(workload, index, oracle=(rnd == run.checked))
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
@@ -1229,7 +1217,7 @@ class Evaluation:
                 return
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
             with self.phase("inputs_and_oracle"):
-                self.prepare_workload(workload, timed=self.gpu and self.options.time and workload.split == "scored")
+                self.prepare_workload(workload)
             before = len(self.result.failures)
             try:
                 with self.phase("correctness"):
@@ -1267,7 +1255,6 @@ class Evaluation:
                     pass
         self.inputs.pop(workload.name, None)
         self.expected.pop(workload.name, None)
-        self.checked_rounds.pop(workload.name, None)
 
 
 class InfraError(RuntimeError):
