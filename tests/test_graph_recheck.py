@@ -78,7 +78,7 @@ def time_rounds(evaluation, monkeypatch, checked_graph_times: list[float]) -> tu
     candidate's graph batch in the checked round, which gives `checked_graph_times`."""
     seen = []
 
-    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None):
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None, fresh_write=None):
         seen.append((fn, graph, validate))
         return checked_graph_times if (fn, graph, validate) == ("candidate", True, True) else [0.1] * reps
 

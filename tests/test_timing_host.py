@@ -103,6 +103,17 @@ def test_a_cache_keyed_by_the_inputs_contents_is_caught(toy_task, monkeypatch, t
     assert [(f.verdict, f.reason) for f in ev.result.failures] == [("integrity", "input_cache")]
 
 
+def test_a_cache_that_works_new_contents_out_ahead_is_caught(toy_task, monkeypatch, tmp_path):
+    """gpu_content_cache_lookahead.py: every call works out the new contents of any slot it holds. The fresh set is
+    written after the warm-up and called first, so its own call is the first to see it and pays for it."""
+    source = (PLANTED / "gpu_content_cache_lookahead.py").read_text()
+    assert source.count("REPEAT = 64") == 1
+    planted = tmp_path / "content_cache_lookahead.py"
+    planted.write_text(source.replace("REPEAT = 64", "REPEAT = 16"))
+    ev = timed(toy_task, planted, monkeypatch)
+    assert [(f.verdict, f.reason) for f in ev.result.failures] == [("integrity", "input_cache")]
+
+
 @pytest.mark.parametrize("planted", ["timed_pointer_cache.py"])
 def test_a_pointer_cache_still_gives_wrong_timed_outputs(toy_task, monkeypatch, planted):
     """The fresh set is written in place, at the addresses the candidate has seen: a cache keyed by pointer

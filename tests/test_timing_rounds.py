@@ -17,8 +17,11 @@ def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", rounds=ROUNDS))
     events: list[tuple] = []
 
-    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None):
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None,
+                    fresh_write=None):
         events.append(("batch", fn, validate))
+        if fresh_write is not None:
+            ev.fresh_writes.append((events.count(("rotate",)), fn, graph, fresh_write))
         ev.slots_timed.append((events.count(("rotate",)), fn, tuple(slots)))  # (round, function, slots)
         ev.batch_sizes.append((reps, warmup))
         times = [ev.call_ms] * reps
@@ -36,6 +39,7 @@ def evaluation(toy_task, monkeypatch):
     ev.as_checked = as_checked
     ev.slots_timed, ev.batch_sizes, ev.call_ms = [], [], 0.1
     ev.unwarmed, ev.fresh_factor = [], lambda fn: 1.0  # how much slower `fn`'s first call on the fresh set is
+    ev.fresh_writes = []  # (round, function, graph, the fresh set's write) of each batch that carried one
 
     stand_in_timing(ev, monkeypatch, timed_batch,
                     rotate=lambda workload, slots: events.append(("rotate",)) or True)
@@ -78,17 +82,21 @@ def test_the_checked_round_is_drawn_afresh_each_time(evaluation):
 
 
 def fresh_puts(evaluation) -> dict[int, dict]:
-    """Per timed round, the put of its fresh set (each followed by the put that gives the replaced set back)."""
+    """Per timed round, the write of its fresh set: carried by the candidate's events batch alone (its worker writes
+    it after the warm-up), the replaced set given back by a put after the round."""
+    writes = evaluation.fresh_writes
+    assert [(rnd, fn, graph) for rnd, fn, graph, _ in writes] == [(r, "candidate", False) for r in range(1, ROUNDS + 1)]
     puts = [m for m in evaluation.cand.sent if m["op"] == "put_inputs"]
-    assert all(m["in_place"] for m in puts) and len(puts) == 2 * ROUNDS
-    return {rnd: puts[2 * (rnd - 1)] for rnd in range(1, ROUNDS + 1)}
+    assert all(m["in_place"] for m in puts) and len(puts) == ROUNDS
+    return {rnd: write for rnd, _, _, write in writes}
 
 
 def test_the_baselines_time_the_input_sets_that_the_candidate_holds_in_its_order(evaluation):
     """The candidate's slot 0 holds the last set (written over set 0 by the stale check), and in each timed round
     one of its slots the round's fresh set; timing the baselines on set 0 instead biased the fraction of expert
     where sets differ in work (bench/results/2026-12-04-h200-owed-9). Each batch in the candidate's order of sets,
-    turned so that the fresh set comes last: the same place for every function, and never the first timed call."""
+    turned so that the fresh set comes first: the same place for every function, and no timed call before it that
+    could see the fresh contents."""
     evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
     sets = evaluation.task.correctness_sets
     slot = lambda i: evaluation.slot_id("n200", i)  # noqa: E731
@@ -101,11 +109,11 @@ def test_the_baselines_time_the_input_sets_that_the_candidate_holds_in_its_order
         order = list(range(sets))
         if rnd > 0:
             k = puts[rnd]["slot"] - slot(0)
-            order = order[k + 1:] + order[:k + 1]
+            order = order[k:] + order[:k]
         expected = [slot(j) for j in order] if fn == "candidate" else [slot(holds[j]) for j in order]
         assert slots == tuple(expected), (rnd, fn)
         if rnd > 0:
-            assert slots[-1] == (puts[rnd]["slot"] if fn == "candidate" else slot(sets + rnd))
+            assert slots[0] == (puts[rnd]["slot"] if fn == "candidate" else slot(sets + rnd))
     assert evaluation.slot_set["n200"] == held  # every fresh set put back after its round
 
 

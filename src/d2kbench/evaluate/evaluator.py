@@ -61,9 +61,12 @@ SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed rou
 # reference's same ratio ran faster on inputs it had seen: outputs cached by the inputs' contents. An honest
 # kernel's ratio moves by some percent from call to call; a cache of a compute-bound kernel's outputs is many
 # times faster than computing them. Every round, not only the checked one: a fresh set in the checked round
-# alone would tell the candidate which round is checked. The fresh set comes last in each batch's first round of
-# calls (`fresh_last`): a batch's first timed call ran 0.1-0.9 ms long for every function on the H200, whatever
-# its kernel's time (bench/results/2026-12-04-h200-owed-14).
+# alone would tell the candidate which round is checked. The candidate's worker writes the fresh set over its slot
+# inside the timed request, after the warm-up, and the fresh slot's call is the batch's first timed call
+# (`fresh_first`): no call, timed or not, sees the new contents before it, so a cache keyed by the inputs' contents
+# cannot work the fresh outputs out ahead. (The first timed call ran 0.1-0.9 ms long after the warm-up's
+# synchronize, bench/results/2026-12-04-h200-owed-14; with the 2 ms head start before it, `FIRST_HEAD_START_S`,
+# it is within 0.87-1.16x of the batch's other calls, -owed-15 and -sweep-16.)
 FRESH_SLOWDOWN = 1.5
 # A candidate whose event-timed batches took, per call, more wall time than the baselines' overhead and its own
 # reported kernel time explain, by more than this share of that kernel time and this many ms, under-reports.
@@ -131,11 +134,12 @@ def unaccounted_ms(batches: list[tuple[float, list[float], int]]) -> float:
     return (wall - reported) / sum(len(times) for _, times, _ in batches)
 
 
-def fresh_last(slots: list[int], fresh_slot: int) -> list[int]:
-    """`slots` rotated so that `fresh_slot` comes last: its first call is never the batch's first timed call (the
-    one after the warm-up's synchronize), and it takes the same place in every function's batch."""
+def fresh_first(slots: list[int], fresh_slot: int) -> list[int]:
+    """`slots` rotated so that `fresh_slot` comes first: its call is the batch's first timed call, right after the
+    fresh set is written (the candidate's worker writes it after the warm-up), the same place in every function's
+    batch."""
     k = slots.index(fresh_slot)
-    return slots[k + 1:] + slots[:k + 1]
+    return slots[k:] + slots[:k]
 
 
 def fresh_call(times: list[float], slots: list[int], fresh_slot: int) -> tuple[float, float] | None:
@@ -837,14 +841,14 @@ class Evaluation:
         where a request failed (its failure recorded)."""
         name = workload.name
         fresh_in = None  # the candidate's slot that holds this round's fresh set
+        fresh_write = None  # ...written there by its worker inside its events batch, after the warm-up
         if rnd > 0:
             if not self.rotate_candidate_slots(workload, slots):
                 return False
             k = secrets.randbelow(len(slots))
-            replaced = self.put_set(workload, slots, k, fresh_index)
-            if replaced is None:
-                return False
-            fresh_in = slots[k]
+            fresh_in, replaced = slots[k], self.slot_set[name][k]
+            fresh_write = {"slot": fresh_in, "inputs": self.pack(self.inputs[name][fresh_index], self.cand)}
+            self.slot_set[name][k] = fresh_index
         # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
         # (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in work (drawn
         # lengths) must not be timed on others. In the candidate's order, so that the fresh set takes the same
@@ -859,8 +863,9 @@ class Evaluation:
             fresh_slot = None  # its slot of the fresh set, left out of the warm-up
             if fresh_in is not None:
                 fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh_index)
-                fn_slots = fresh_last(fn_slots, fresh_slot)
-            if not self.time_function(workload, wr, run, rnd, fn, worker, fn_slots, fresh_slot):
+                fn_slots = fresh_first(fn_slots, fresh_slot)
+            if not self.time_function(workload, wr, run, rnd, fn, worker, fn_slots, fresh_slot,
+                                      fresh_write if fn == "candidate" else None):
                 return False
         if rnd == 0:
             return True
@@ -869,21 +874,23 @@ class Evaluation:
         return self.put_set(workload, slots, now, replaced) is not None
 
     def time_function(self, workload: Workload, wr: WorkloadResult, run: TimingRun, rnd: int, fn: str,
-                      worker: WorkerProcess, fn_slots: list[int], fresh_slot: int | None) -> bool:
-        """One function's batches of round `rnd`: events (round 0: the estimate that sizes the later batches)
-        and, for a latency-bound workload, graph replays. False where a request failed."""
+                      worker: WorkerProcess, fn_slots: list[int], fresh_slot: int | None,
+                      fresh_write: dict[str, Any] | None = None) -> bool:
+        """One function's batches of round `rnd`: events (round 0: the estimate that sizes the later batches; the
+        round's fresh set written in by the candidate's, `fresh_write`) and, for a latency-bound workload, graph
+        replays. False where a request failed."""
         validate = rnd == run.checked
         times = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=False,
-                                 validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot)
+                                 validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot,
+                                 fresh_write=fresh_write)
         if times is None:
             return False
         first = None if fresh_slot is None else fresh_call(times, fn_slots, fresh_slot)
         if first is not None:
             fresh_ms, rest_ms = first
             run.fresh_ratio.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
-            # the raw figures, to calibrate the check: the fresh call, the others' median, the batch's first call
-            wr.fresh_calls.setdefault(fn, []).append(
-                {"fresh_ms": round(fresh_ms, 5), "rest_ms": round(rest_ms, 5), "lead_ms": round(times[0], 5)})
+            # the raw figures, to calibrate the check: the fresh call (the batch's first), the others' median
+            wr.fresh_calls.setdefault(fn, []).append({"fresh_ms": round(fresh_ms, 5), "rest_ms": round(rest_ms, 5)})
         if rnd == 0:
             # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
             # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
@@ -1027,12 +1034,13 @@ class Evaluation:
 
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool,
-                    warmup: int = WARMUP_CALLS, unwarmed: int | None = None) -> list[float] | None:
+                    warmup: int = WARMUP_CALLS, unwarmed: int | None = None,
+                    fresh_write: dict[str, Any] | None = None) -> list[float] | None:
         returned = validate and fn == "candidate"
         move_sets = returned and graph and self.sets_can_move(workload)
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
                    "warmup": warmup, "unwarmed": unwarmed, "graph": graph, "return_outputs": returned,
-                   "move_sets": move_sets, **self.export_flag()}
+                   "move_sets": move_sets, "fresh": fresh_write, **self.export_flag()}
         ceiling = self.gpu_ceilings()["copy_bytes_per_s"] if worker is self.trusted else 0.0
         with gpu_lock(self.device):
             start = time.perf_counter()

@@ -77,18 +77,22 @@ class Timer:
         graph: bool,
         before_recheck: Callable[[], None] | None = None,
         unwarmed: int | None = None,
+        write_fresh: Callable[[], None] | None = None,
     ) -> tuple[list[float], dict[int, object]]:
         """Milliseconds of `reps` calls (`call(slot)` rotating over `slots`) and the last output per slot.
 
         With `graph`, one call per slot is captured into a CUDA graph and the replays are timed; with
         `before_recheck` too, the outputs are those of `replay_recheck` instead. The slot `unwarmed` is left out
         of the warm-up, so its first timed call is the first call on what it holds, and its output is a copy of
-        that first call's (`first_call_outputs`).
+        that first call's (`first_call_outputs`). `write_fresh` runs after the warm-up, before the synchronize that
+        precedes the timed calls: what it writes (the round's fresh input set) is seen first by a timed call.
         """
         out = None
         for slot in warmup_slots(slots, warmup, unwarmed):  # (a graph's capture is preceded by one call per slot)
             restore(slot)
             out = call(slot)
+        if write_fresh is not None:
+            write_fresh()
         if graph:
             self.synchronize()
             return self.time_graphs(call, restore, slots, reps, before_recheck)

@@ -132,21 +132,27 @@ class Worker:
         return {"sum": int(ipc.import_clone(req["input"], self.device).sum())}
 
     def put_inputs(self, req: dict) -> dict:
-        values = [ipc.import_clone(d, self.device) if ipc.is_exported(d) else
-                  channel.unpack_value(d, self.spool, mapped=True) for d in req["inputs"]]
-        values = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
-        slot = int(req["slot"])
+        values, slot = self._unpack_inputs(req["inputs"]), int(req["slot"])
         if req.get("in_place"):
-            old = self.slots[slot]
-            for i, (dst, src) in enumerate(zip(old, values, strict=True)):
-                if isinstance(dst, torch.Tensor):
-                    dst.copy_(src)
-                else:
-                    old[i] = src
-            self._store(slot, old)
+            self._write_in_place(slot, values)
         else:
             self._store(slot, values)
         return {}
+
+    def _unpack_inputs(self, descs: list[dict]) -> list[Any]:
+        values = [ipc.import_clone(d, self.device) if ipc.is_exported(d) else
+                  channel.unpack_value(d, self.spool, mapped=True) for d in descs]
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def _write_in_place(self, slot: int, values: list[Any]) -> None:
+        """A slot's inputs rewritten at the same addresses (tensors copied into, other values replaced)."""
+        old = self.slots[slot]
+        for i, (dst, src) in enumerate(zip(old, values, strict=True)):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+            else:
+                old[i] = src
+        self._store(slot, old)
 
     def call(self, req: dict) -> dict:
         """One call on a slot's inputs, checked; returns outputs, inputs after the call and findings."""
@@ -216,11 +222,15 @@ class Worker:
         recheck = None
         if graph and req.get("return_outputs"):
             recheck = (lambda: self.rotate({"slots": slots})) if req.get("move_sets") else (lambda: None)
+        write_fresh = None  # the round's fresh set, written over its slot after the warm-up (`Timer.time`)
+        if req.get("fresh") is not None:
+            fresh_slot, fresh_values = int(req["fresh"]["slot"]), self._unpack_inputs(req["fresh"]["inputs"])
+            write_fresh = lambda: self._write_in_place(fresh_slot, fresh_values)  # noqa: E731
         with torch.no_grad():
             unwarmed = req.get("unwarmed")
             times, outputs = self.timer.time(
                 call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), graph, recheck,
-                None if unwarmed is None else int(unwarmed),
+                None if unwarmed is None else int(unwarmed), write_fresh,
             )
         reserved = l2.persisting_l2_bytes() or 0
         reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": reserved if reserved > cleared else 0}
