@@ -5,7 +5,9 @@ Run on the GPU machine from the repository root:
     PYTHONPATH=src python3 bench/sweep.py TASK [--workloads a,b] [--set NAME=v1,v2 ...] [--reps N] [--seeds 7,8]
 
 Every `--set` names a module-level constant of the task's `expert.py` and the values to try; the
-sweep runs the cross product (the expert's own values first, as "as shipped"). Per scored workload
+sweep runs the cross product (the expert's own values first, as "as shipped"), each variant a module loaded from
+the expert's source with those assignments rewritten, so that whatever the module derives from a knob at import
+follows it. Per scored workload
 each variant's outputs are compared with the oracle's under the task's tolerances, and a wrong
 variant is reported, never timed; then the reference, the comparator and every right variant are
 timed in `--rounds` rounds, one batch each per round, the rounds in balanced orders
@@ -21,10 +23,13 @@ workloads with the host clock (tests/test_sweep.py): it checks the script, it me
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import json
+import re
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -64,9 +69,29 @@ def mismatch(task, workload, ref, inputs, got, expected) -> str | None:
     return None
 
 
-def set_knobs(expert, knobs: dict) -> None:
-    for knob, value in knobs.items():
-        setattr(expert, knob, value)
+def variant_source(source: str, knobs: dict) -> str:
+    """`source` with each knob's module-level assignment (one line, exactly one) set to the knob's value. A loaded
+    module's attribute set instead would miss values derived from it at import: muon's launch configuration is a
+    dict built from MM_BLOCK_N and MM_STAGES, so its tile sweeps of the tenth and eleventh sessions timed the
+    shipped tiles under every label."""
+    for name, value in knobs.items():
+        pattern = re.compile(rf"^{re.escape(name)} = .*$", re.M)
+        lines = pattern.findall(source)
+        if len(lines) != 1 or not one_statement(lines[0]):
+            raise ValueError(f"{name} is not assigned exactly once, on one line, at the start of a line of expert.py")
+        source = pattern.sub(lambda _m, name=name, value=value: f"{name} = {value!r}", source)
+    return source
+
+
+def one_statement(line: str) -> bool:
+    try:
+        return len(ast.parse(line).body) == 1
+    except SyntaxError:  # the first line of an assignment that goes on
+        return False
+
+
+def variant_label(variant: dict, shipped: dict) -> str:
+    return "as shipped" if variant == shipped else ", ".join(f"{k}={v}" for k, v in variant.items())
 
 
 def time_us(timer: Timer, fn, inputs, reps: int, graph: bool) -> float:
@@ -90,6 +115,7 @@ def main() -> int:
     task = find_task(args.task)
     ref = load_module(task.reference_path, f"sweep_ref_{task.id}")
     expert = load_module(task.expert_path, f"sweep_expert_{task.id}")
+    source = task.expert_path.read_text()
     knobs = {}
     for item in args.set:
         name, _, values = item.partition("=")
@@ -99,6 +125,15 @@ def main() -> int:
     shipped = {name: getattr(expert, name) for name in knobs}
     variants = [dict(zip(knobs, combo, strict=True)) for combo in itertools.product(*knobs.values())]
     variants = [shipped] + [v for v in variants if v != shipped]
+    modules = {}  # variant label -> its module
+    scratch = tempfile.TemporaryDirectory(prefix="d2k-sweep-")
+    for i, variant in enumerate(variants):
+        path = Path(scratch.name) / f"expert_variant{i}.py"
+        try:
+            path.write_text(variant_source(source, variant))
+        except ValueError as exc:
+            parser.error(str(exc))
+        modules[variant_label(variant, shipped)] = load_module(path, f"sweep_expert_{task.id}_{i}")
     names = args.workloads.split(",") if args.workloads else [w.name for w in task.split("scored")]
 
     device = torch.device(args.device)
@@ -129,26 +164,23 @@ def main() -> int:
             entries.append(("comparator", ref.comparator, list(prepared), {}))
         wrong = {}
         for variant in variants:
-            set_knobs(expert, variant)
-            label = "as shipped" if variant == shipped else ", ".join(f"{k}={v}" for k, v in variant.items())
+            label = variant_label(variant, shipped)
             try:
-                got = as_tuple(expert.run(*inputs))
+                got = as_tuple(modules[label].run(*inputs))
                 if on_gpu:
                     torch.cuda.synchronize()
                 wrong[label] = mismatch(task, workload, ref, inputs, got, expected)
             except Exception as exc:  # noqa: BLE001 - a variant that fails to compile or run is reported
                 wrong[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
             if not wrong[label]:
-                entries.append((label, expert.run, inputs, variant))
+                entries.append((label, modules[label].run, inputs, variant))
         # Every entry timed once per round, the rounds in balanced orders: what ran before a batch moves a
         # GEMM-bound time by up to 9% on the H200 (its power cap; bench/diag/idle_gap.py), so one batch per
         # entry in a fixed order ranked variants by their place in it.
         per_round: dict[str, list[float]] = {label: [] for label, *_ in entries}
         for order in balanced_orders(entries, args.rounds):
-            for label, fn, args_in, knobs in order:
-                set_knobs(expert, {**shipped, **knobs})
+            for label, fn, args_in, _ in order:
                 per_round[label].append(time_us(timer, fn, args_in, args.reps, graph))
-        set_knobs(expert, shipped)
         us = {label: statistics.median(times) for label, times in per_round.items()}
         knobs_of = {label: knobs for label, _, _, knobs in entries}
         for label, times in per_round.items():

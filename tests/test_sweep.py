@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -37,3 +39,24 @@ def test_the_memcheck_driver_checks_every_workload_it_runs(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [f"{w}: ok" for w in ("cpu_g4_f16_ragged", "cpu_g3_f32_l200", "cpu_g5_f16_len1")]
+
+
+def test_a_variant_is_the_expert_with_its_knob_rewritten_before_import(tmp_path):
+    """What the module derives from a knob at import follows it: muon's launch configuration is a dict built from
+    MM_BLOCK_N, which setting the attribute on the loaded module left at the shipped tiles."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from sweep import variant_source
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    from d2kbench.evaluate.worker import load_module
+    from d2kbench.suite import find_task
+
+    task = find_task("muon_newton_schulz")
+    source = task.expert_path.read_text()
+    path = tmp_path / "expert_variant.py"
+    path.write_text(variant_source(source, {"MM_BLOCK_N": 256, "MM_STAGES": 4}))
+    module = load_module(path, "test_sweep_variant_muon")
+    assert (module._CONFIG_LARGE["mm_block_n"], module._CONFIG_LARGE["mm_stages"]) == (256, 4)
+    with pytest.raises(ValueError, match="exactly once"):
+        variant_source(source, {"_CONFIG_LARGE": {}})  # not a one-line assignment

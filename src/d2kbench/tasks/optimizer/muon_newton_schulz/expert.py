@@ -54,8 +54,12 @@ COMPOSE_MAX_WORK_RATIO = 0.8
 # next step for a Hopper GEMM (half the loads per FLOP of A), not yet measured here.
 MM_BLOCK_N = 128
 MM_STAGES = 3
+# ...and of the symmetric m x m products (about half of the time on 4096x14336 and two thirds on the
+# 128 x 768 x 768 batch, where each product's K is only 768: ncu, bench/results/2026-12-04-h200-sweep-16 call7).
+SYM_BLOCK_K = 64
+SYM_STAGES = 3
 _CONFIG_LARGE = dict(
-    sym_block=128, sym_block_k=64, sym_group=8, sym_warps=8, sym_stages=3,
+    sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=8, sym_warps=8, sym_stages=SYM_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=MM_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
