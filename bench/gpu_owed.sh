@@ -11,6 +11,9 @@
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03)
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
+# And one owed measurement (bench/results/2026-12-04-h200-sweep-16 could not run it: the device time ran out):
+#   muon_tiles  muon's tiles really varied (the sweeps before timed the shipped ones under every label):
+#               rectangular 128x128 / 128x256, symmetric products' K step 64 / 128
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
 budget=${1:-560}
@@ -26,6 +29,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
 done
+once muon_tiles 240 python3 bench/sweep.py muon_newton_schulz --set MM_BLOCK_N=128,256 --set SYM_BLOCK_K=64,128 \
+  --reps 5 --rounds 6 --json "$R/muon_sweep.json"
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py
 if [ -n "${RUN_TASKS:-}" ]; then
