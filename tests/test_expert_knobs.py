@@ -14,6 +14,7 @@ KNOBS = [
     # H200, which no cpu workload takes as shipped).
     ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
     ("muon_newton_schulz", "MM_BLOCK_N = 128", "MM_BLOCK_N = 256"),  # production tiles: sm_90 compile only
+    ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),  # production tiles: sm_90 compile only
 ]
 
 
