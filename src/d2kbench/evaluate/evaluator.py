@@ -877,8 +877,8 @@ class Evaluation:
                       worker: WorkerProcess, fn_slots: list[int], fresh_slot: int | None,
                       fresh_write: dict[str, Any] | None = None) -> bool:
         """One function's batches of round `rnd`: events (round 0: the estimate that sizes the later batches; the
-        round's fresh set written in by the candidate's, `fresh_write`) and, for a latency-bound workload, graph
-        replays. False where a request failed."""
+        candidate's carries the round's fresh set, `fresh_write`) and, for a latency-bound workload, graph replays.
+        False where a request failed."""
         validate = rnd == run.checked
         times = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=False,
                                  validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot,
