@@ -14,6 +14,7 @@
 # And one owed measurement (bench/results/2026-12-04-h200-sweep-16 could not run it: the device time ran out):
 #   muon_tiles  muon's tiles really varied (the sweeps before timed the shipped ones under every label):
 #               rectangular 128x128 / 128x256, symmetric products' K step 64 / 128
+#   attn_ablations  the attention ablations' slowdowns against the v3 expert (docs/judge.md)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
 budget=${1:-560}
@@ -31,6 +32,10 @@ for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa mu
 done
 once muon_tiles 240 python3 bench/sweep.py muon_newton_schulz --set MM_BLOCK_N=128,256 --set SYM_BLOCK_K=64,128 \
   --reps 5 --rounds 6 --json "$R/muon_sweep.json"
+ablations=src/d2kbench/tasks/attention/attn_decode_paged_gqa/ablations
+once attn_ablations 120 bash -c "python3 -m d2kbench eval attn_decode_paged_gqa $ablations/pipelined_kv_loads.py \
+  --json > $R/abl_pipelined.json && python3 -m d2kbench eval attn_decode_paged_gqa $ablations/exp2_with_log2e_folded.py \
+  --json > $R/abl_exp2.json"
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py
 if [ -n "${RUN_TASKS:-}" ]; then
