@@ -49,7 +49,7 @@ def parse_value(text: str):
             return cast(text)
         except ValueError:
             pass
-    return {"True": True, "False": False}.get(text, text)
+    return {"True": True, "False": False, "None": None}.get(text, text)
 
 
 def oracle_outputs(ref, task, inputs):

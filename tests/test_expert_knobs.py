@@ -41,3 +41,18 @@ def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     for k in kernels:
         assert k["ok"], f"{k['kernel']}: {k.get('error')}"
         assert k.get("spill_store_bytes", 0) == 0, f"{k['kernel']} spills registers"
+
+
+def test_muons_register_cap_holds_and_passes_the_cpu_workloads(tmp_path):
+    """SYM_MAXNREG = 128 (a sweep's candidate: two symmetric-product programs per SM instead of one) runs the cpu
+    workloads right, and its sm_90 compile keeps every symmetric product within 128 registers, spilling little."""
+    task = find_task("muon_newton_schulz")
+    source = task.expert_path.read_text()
+    assert source.count("SYM_MAXNREG = None") == 1
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source.replace("SYM_MAXNREG = None", "SYM_MAXNREG = 128"))
+    result = evaluate(task, variant, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+    sym = [k for k in compile_report(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
+    assert sym and all(k["ok"] and k["registers"] <= 128 for k in sym)
+    assert max(k.get("spill_store_bytes", 0) for k in sym) < 512

@@ -58,6 +58,10 @@ MM_STAGES = 3
 # 128 x 768 x 768 batch, where each product's K is only 768: ncu, bench/results/2026-12-04-h200-sweep-16 call7).
 SYM_BLOCK_K = 64
 SYM_STAGES = 3
+# A register cap for the symmetric products (None: the compiler's choice). At 132 registers x 256 threads a
+# program takes just over half of an SM's 65536 registers, so one program runs per SM (ncu: 34.9 waves for 4608
+# programs on the batch; 1 block per SM); at 128 two fit, as shared memory (98 KB each) already allows.
+SYM_MAXNREG = None
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=8, sym_warps=8, sym_stages=SYM_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=MM_STAGES,
@@ -345,6 +349,7 @@ class _Launcher:
             BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
+            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG else {}),
         )
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
