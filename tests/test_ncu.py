@@ -3,6 +3,7 @@ output where there is no GPU (ncu itself runs only on a GPU: bench/diag/ncu_prof
 
 import asyncio
 
+import pytest
 import torch
 
 from d2kbench.agent import LocalEvalService
@@ -11,6 +12,7 @@ from d2kbench.agent.models.base import ToolCall
 from d2kbench.agent.tools import Toolbox, format_compile_report
 from d2kbench.evaluate import ncu
 from d2kbench.evaluate.ncu import KernelSummary, NcuProfile, failure_message, ncu_available, parse_raw_csv
+from d2kbench.evaluate.sm90 import programs_per_sm
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault
 
 FIXED = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
@@ -216,3 +218,22 @@ def test_ncu_install_folders_follow_the_links_under_its_prefix_and_take_the_stan
     standalone.mkdir(parents=True)
     assert ncu.install_folders(str(tool)) == sorted([str(prefix), str(real), str(standalone)])
     assert ncu.install_folders(str(tmp_path / "absent")) == []
+
+
+@pytest.mark.parametrize(("registers", "warps", "shared", "expected"), [
+    (134, 8, 98304, (1, "registers")),  # muon's symmetric products: ncu, 4608 programs in 34.9 waves on 132 SMs
+    (128, 8, 98304, (2, "registers and shared memory")),  # the same capped at 128 registers
+    (122, 4, 73400, (3, "shared memory")),  # attention's split kernel: ncu, 1536 programs in 3.88 waves
+    (50, 1, 0, (32, "the 32-program limit")),  # attention's merge: ncu's block limits 36 (registers), 32 (SM)
+    (24, 16, 0, (4, "warps")),
+    (64, 4, 270_000, (0, "shared memory")),  # more than an SM has: does not launch
+])
+def test_programs_per_sm_follow_the_sm90_occupancy_rules(registers, warps, shared, expected):
+    """Checked against ncu's launch statistics on the H200 (bench/results/2026-12-04-h200-sweep-16, calls 5 and 7)."""
+    assert programs_per_sm(registers, warps, shared) == expected
+
+
+def test_compile_report_shows_the_programs_per_sm():
+    line = format_compile_report([{**REPORT[0], "programs_per_sm": 1, "programs_limited_by": "registers"}],
+                                 "n1m").splitlines()[1]
+    assert line.endswith("programs per SM=1 (limited by registers)")

@@ -252,6 +252,8 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
             line = (f"{head}: registers={k.get('registers')}, spills store/load={k.get('spill_store_bytes')}/"
                     f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
+            if k.get("programs_per_sm") is not None:
+                line += f", programs per SM={k['programs_per_sm']} (limited by {k['programs_limited_by']})"
         lines[line] = lines.get(line, 0) + 1
     head = f"sm_90 compile report (the kernels solution.py launches on workload {workload}, its shapes and dtype):"
     return "\n".join([head, *(f"{line} [{n} launches]" if n > 1 else line for line, n in lines.items())])

@@ -102,10 +102,38 @@ class CompileCapture:
             ptx = compiled.asm.get("ptx", "")
             report.update(ok=True, shared_bytes=int(getattr(md, "shared", 0)), wgmma="wgmma" in ptx,
                           ptx_lines=ptx.count("\n"), **ptxas_info(ptx))
+            if "registers" in report:
+                report["programs_per_sm"], report["programs_limited_by"] = programs_per_sm(
+                    report["registers"], report["num_warps"], report["shared_bytes"])
         except Exception as exc:  # noqa: BLE001 - a compile failure is the report
             report.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:2000]}")
         self._seen[key] = report
         self.reports.append(dict(report))
+
+
+# Per-SM limits of compute capability 9.0 (the CUDA occupancy calculator's table for the H100/H200).
+SM90_REGISTERS = 65536          # 32-bit registers per SM...
+SM90_REGISTER_UNIT = 256        # ...allocated per warp in units of this many
+SM90_MAX_WARPS = 64
+SM90_MAX_PROGRAMS = 32          # resident blocks per SM
+SM90_SHARED_BYTES = 233472      # shared memory per SM (228 KB)...
+SM90_SHARED_RESERVED = 1024     # ...of which the driver keeps this much per block
+
+
+def programs_per_sm(registers: int, num_warps: int, shared_bytes: int) -> tuple[int, str]:
+    """How many programs of a kernel one SM holds at once, and what limits it (`registers`, `shared memory`,
+    `warps`, `the 32-program limit`; ties name both). One program per SM leaves no other program to hide its
+    latency: muon's symmetric products at 134 registers x 8 warps ran so on the H200 (ncu: 4608 programs in 34.9
+    waves over 132 SMs, bench/results/2026-12-04-h200-sweep-16 call7)."""
+    per_warp = -(-registers * 32 // SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT
+    limits = {
+        "registers": (SM90_REGISTERS // per_warp) // num_warps if per_warp else SM90_MAX_PROGRAMS,
+        "shared memory": SM90_SHARED_BYTES // (shared_bytes + SM90_SHARED_RESERVED),
+        "warps": SM90_MAX_WARPS // num_warps,
+        "the 32-program limit": SM90_MAX_PROGRAMS,
+    }
+    least = min(limits.values())
+    return least, " and ".join(name for name, n in limits.items() if n == least)
 
 
 def ptxas_info(ptx: str) -> dict[str, int]:
