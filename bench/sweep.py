@@ -158,7 +158,7 @@ def main() -> int:
         nbytes, flops = roofline(task, workload, derived)
         floor_us = max(nbytes / ceilings["copy_bytes_per_s"], flops / ceilings["bf16_flops_per_s"]) * 1e6
         expected = oracle_outputs(ref, task, inputs)
-        entries = [("reference", ref.reference, inputs, {})]  # (label, function, inputs, knobs to set)
+        entries = [("reference", ref.reference, inputs, {})]  # (label, function, inputs, its knobs)
         if hasattr(ref, "comparator"):
             prepared = ref.comparator_prepare(*inputs) if hasattr(ref, "comparator_prepare") else inputs
             entries.append(("comparator", ref.comparator, list(prepared), {}))

@@ -275,13 +275,7 @@ class Worker:
         slots = [int(s) for s in req["slots"]]
         first = [v.clone() if isinstance(v, torch.Tensor) else v for v in self.slots[slots[0]]]
         for dst, src in zip(slots, slots[1:] + [None], strict=True):
-            values = first if src is None else self.slots[src]
-            for i, (old, new) in enumerate(zip(self.slots[dst], values, strict=True)):
-                if isinstance(old, torch.Tensor):
-                    old.copy_(new)
-                else:
-                    self.slots[dst][i] = new
-            self._store(dst, self.slots[dst])
+            self._write_in_place(dst, first if src is None else self.slots[src])
         return {}
 
     def drop(self, req: dict) -> dict:
