@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
-# The GPU checks still owed, resumable across device calls on the same (warm) machine:
+# The GPU regression checks, resumable across device calls on the same (warm) machine:
 #
 #   [RUN_TASKS=IDS] bash bench/gpu_owed.sh [SECONDS]        (default 560: the call's 600 s limit less packing)
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# First the measurements owed by bench/results/2026-12-04-h200-sweep-16 (its device time ran out), then the checks
-# to run again after any change to the evaluator or an expert.
-#   muon_maxnreg  the symmetric products capped at 128 registers (two programs per SM instead of one)
-#   muon_tiles  muon's tiles really varied (the sweeps before timed the shipped ones under every label):
-#               rectangular 128x128 / 128x256, symmetric products' K step 64 / 128
-#   attn_ablations  the attention ablations' slowdowns against the v3 expert (docs/judge.md)
+# The checks to run again after any change to the evaluator or an expert:
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03)
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache)
@@ -27,14 +22,6 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-once muon_maxnreg 200 python3 bench/sweep.py muon_newton_schulz --set SYM_MAXNREG=None,128 --reps 5 --rounds 6 \
-  --json "$R/muon_maxnreg.json"
-once muon_tiles 240 python3 bench/sweep.py muon_newton_schulz --set MM_BLOCK_N=128,256 --set SYM_BLOCK_K=64,128 \
-  --reps 5 --rounds 6 --json "$R/muon_sweep.json"
-ablations=src/d2kbench/tasks/attention/attn_decode_paged_gqa/ablations
-once attn_ablations 120 bash -c "python3 -m d2kbench eval attn_decode_paged_gqa $ablations/pipelined_kv_loads.py \
-  --json > $R/abl_pipelined.json && python3 -m d2kbench eval attn_decode_paged_gqa $ablations/exp2_with_log2e_folded.py \
-  --json > $R/abl_exp2.json"
 for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
 done

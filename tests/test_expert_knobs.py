@@ -5,6 +5,7 @@ import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
 from d2kbench.suite import find_task
+from tests.conftest import ACCEPTED_SPILLS
 
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
@@ -13,7 +14,8 @@ KNOBS = [
     # No waves to fill: one split per (sequence, KV head), stage 1 writes the output (qwen3_8b_lvar's path on the
     # H200, which no cpu workload takes as shipped).
     ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
-    ("muon_newton_schulz", "MM_BLOCK_N = 128", "MM_BLOCK_N = 256"),  # production tiles: sm_90 compile only
+    ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),  # production tiles: sm_90 compile only
+    ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),  # production tiles: sm_90 compile only
 ]
 
@@ -32,7 +34,7 @@ def test_the_other_setting_passes_the_cpu_workloads(task_id, shipped, other, tmp
 @pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS, ids=[k[2] for k in KNOBS])
 def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     """What the interpreter does not check: the variant lowers for the H200 (atomics' semantics, cache modifiers,
-    shared memory) on the task's profile workload, without spills."""
+    shared memory) on the task's profile workload, spilling no more than the shipped expert is allowed to."""
     task = find_task(task_id)
     variant = tmp_path / "expert_variant.py"
     variant.write_text(task.expert_path.read_text().replace(shipped, other))
@@ -40,19 +42,37 @@ def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     assert kernels, "the variant launched no Triton kernel"
     for k in kernels:
         assert k["ok"], f"{k['kernel']}: {k.get('error')}"
-        assert k.get("spill_store_bytes", 0) == 0, f"{k['kernel']} spills registers"
+        allowed = ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0)
+        assert k.get("spill_store_bytes", 0) <= allowed, f"{k['kernel']} spills registers"
 
 
-def test_muons_register_cap_holds_and_passes_the_cpu_workloads(tmp_path):
-    """SYM_MAXNREG = 128 (a sweep's candidate: two symmetric-product programs per SM instead of one) runs the cpu
-    workloads right, and its sm_90 compile keeps every symmetric product within 128 registers, spilling little."""
+MUON_OCCUPANCY = [
+    # (replacements, symmetric-product programs per SM, most spill in bytes), for the shipped register cap and its
+    # alternatives swept on the H200 (bench/results/2026-12-04-h200-sweep-17): the cap makes room for two programs,
+    # uncapped 8 warps leave one, 4 warps of 255 registers also fit two.
+    ((), 2, 512),
+    ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"),), 1, 0),
+    ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"), ("SYM_WARPS = 8", "SYM_WARPS = 4")), 2, 1024),
+]
+
+
+@pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
+                         ids=["shipped", "uncapped", "four_warps"])
+def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
+    """Each setting runs the cpu workloads right, and its sm_90 compile gives the symmetric products (their most
+    limited launch) the programs per SM (sm_90 occupancy rules over registers and shared memory) and the spill that
+    were timed."""
     task = find_task("muon_newton_schulz")
     source = task.expert_path.read_text()
-    assert source.count("SYM_MAXNREG = None") == 1
+    for shipped, other in replacements:
+        assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
+        source = source.replace(shipped, other)
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("SYM_MAXNREG = None", "SYM_MAXNREG = 128"))
-    result = evaluate(task, variant, EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+    variant.write_text(source)
+    if replacements:
+        result = evaluate(task, variant, EvalOptions(device="cpu"))
+        assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     sym = [k for k in compile_report(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
-    assert sym and all(k["ok"] and k["registers"] <= 128 for k in sym)
-    assert max(k.get("spill_store_bytes", 0) for k in sym) < 512
+    assert sym and all(k["ok"] for k in sym)
+    assert min(k["programs_per_sm"] for k in sym) == programs  # the launches whose registers limit them most
+    assert max(k.get("spill_store_bytes", 0) for k in sym) <= spill

@@ -6,7 +6,7 @@ import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
 from d2kbench.suite import load_suite
-from tests.conftest import ROOT
+from tests.conftest import ACCEPTED_SPILLS, ROOT
 from tests.guidance_leaks import leaks
 
 TASKS = {t.id: t for t in load_suite()}
@@ -37,7 +37,8 @@ def test_expert_compiles_for_sm90_on_its_profile_workload(task_id):
         assert k["ok"], f"{k['kernel']}: {k.get('error')}"
         assert k.get("registers", 0) > 0
         consts = ", ".join(f"{n}={v}" for n, v in k.get("constexprs", {}).items())
-        assert k.get("spill_store_bytes", 0) == 0, f"{k['kernel']}({consts}) spills registers"
+        allowed = ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0)
+        assert k.get("spill_store_bytes", 0) <= allowed, f"{k['kernel']}({consts}) spills registers"
 
 
 @pytest.mark.parametrize("task_id", TASKS)

@@ -29,10 +29,28 @@ COMPOSE_MAX_WORK_RATIO = 0.8
 
 # Launch configurations.  Production tiles are 128-row tiles (a wgmma M per warpgroup on sm_90);
 # tiny problems (the CPU interpreter tests) use small tiles so that every tiled axis still has
-# several programs and ragged tails.
+# several programs and ragged tails.  Each production choice below is a name, so that a sweep can set it
+# (bench/sweep.py --set NAME=...); the figures are bench/results/2026-12-04-h200-sweep-17 (calls 1-2).
+# Rectangular products: 128x256 tiles (half the loads of the left operand per FLOP), four stages (196 KB of
+# shared memory): 128x256 3-6% faster than 128x128 on every workload, four stages then 2-4% faster than three
+# on all but the batch (equal there).
+MM_BLOCK_N = 256
+MM_STAGES = 4
+# Symmetric m x m products (about half of the time on 4096x14336 and two thirds on the 128 x 768 x 768 batch,
+# where each product's K is only 768: ncu, bench/results/2026-12-04-h200-sweep-16 call7).
+SYM_BLOCK_K = 64
+SYM_STAGES = 3
+# A register cap for them (None: the compiler's choice). Uncapped, a program takes 132 registers x 256 threads,
+# just over half of an SM's 65536, so one program ran per SM (ncu: 1 block per SM, 34.9 waves for 4608 programs on
+# the batch); at 128 two fit, as shared memory (98 KB each) already allowed, and one program's prologue and
+# epilogue overlap the other's main loop, at the cost of a small spill (36 B; 432 B in the launch that also
+# writes P_0). Measured: 4-11% faster (the batch most); 4 warps of 255 registers (SYM_WARPS, also two programs
+# per SM) measured the same.
+SYM_MAXNREG = 128
+SYM_WARPS = 8
 _CONFIG_LARGE = dict(
-    sym_block=128, sym_block_k=64, sym_group=8, sym_warps=8, sym_stages=3,
-    mm_block_m=128, mm_block_n=128, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=3,
+    sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=8, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
+    mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=MM_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
@@ -292,6 +310,7 @@ class _Launcher:
             BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
+            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG else {}),
         )
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
