@@ -80,7 +80,8 @@ def main() -> int:
                     print(f"    {w.name}: events {t['candidate'].median_ms * 1e3:.2f} vs "
                           f"{t['expert'].median_ms * 1e3:.2f}{shown} (reference {ref.median_ms * 1e3:.1f}, "
                           f"{ref.min_ms * 1e3:.1f}-{ref.max_ms * 1e3:.1f}); unaccounted us per call: {unaccounted}; "
-                          f"fresh-set slowdown {w.fresh_slowdown}; {first_calls(w.fresh_calls)}",
+                          f"fresh-set slowdown {w.fresh_slowdown}; {first_calls(w.fresh_calls)}"
+                          + (f"; replay-set slowdown {w.replay_fresh_slowdown}" if w.replay_fresh_slowdown else ""),
                           flush=True)
         warm = runs[1:]
         verdicts = Counter(f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in warm)
@@ -110,7 +111,10 @@ def main() -> int:
                        "fractions": fractions, "speedups": speedups, "candidate_us": times_us, "met": task_ok,
                        # every evaluation's raw first calls on the fresh sets, cold one included (input_cache's data)
                        "fresh_calls": {w.name: [next(x for x in r.workloads if x.name == w.name).fresh_calls
-                                                for r in runs] for w in runs[0].workloads}})
+                                                for r in runs] for w in runs[0].workloads},
+                       # ...and first graph replays on the replay sets (latency-bound workloads; not judged yet)
+                       "fresh_replays": {w.name: [next(x for x in r.workloads if x.name == w.name).fresh_replays
+                                                  for r in runs] for w in runs[0].workloads}})
         if args.json:  # after each task: a run cut short keeps the tasks it finished
             args.json.write_text(json.dumps(report, indent=1))
     print(f"\nall targets met: {ok}")

@@ -7,7 +7,9 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert:
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
-#             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03)
+#             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
+#             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json): the honest spread
+#             that `replay_fresh_slowdown` must be calibrated on before it judges
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.

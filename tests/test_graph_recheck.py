@@ -78,7 +78,8 @@ def time_rounds(evaluation, monkeypatch, checked_graph_times: list[float]) -> tu
     candidate's graph batch in the checked round, which gives `checked_graph_times`."""
     seen = []
 
-    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None, fresh_write=None):
+    def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None, fresh_write=None,
+                    holds=None):
         seen.append((fn, graph, validate))
         return checked_graph_times if (fn, graph, validate) == ("candidate", True, True) else [0.1] * reps
 
@@ -138,3 +139,73 @@ def test_the_recheck_leaves_right_outputs_only_to_a_graph_that_computes(monkeypa
             assert torch.equal(outputs[k], answer[k]) and not torch.allclose(outputs[k], answer[(k + 1) % 3])
         else:
             assert outputs[k].isnan().all()
+
+
+class FakeGraphs:
+    """Just enough of torch.cuda for `Timer.time_graphs` on a CPU: a capture records which slot's call it holds,
+    a replay logs that slot; every step goes to `log`."""
+
+    def __init__(self, monkeypatch):
+        self.log, self.capturing = [], None
+        fake = self
+
+        class Graph:
+            def replay(self):
+                fake.log.append(("replay", self.slot))
+
+        class Capture:
+            def __init__(self, graph):
+                self.graph = graph
+
+            def __enter__(self):
+                fake.capturing = self.graph
+
+            def __exit__(self, *exc):
+                fake.capturing = None
+
+        class Event:
+            def __init__(self, **kwargs):
+                pass
+
+            def record(self):
+                pass
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return 0.01
+
+        stream = types.SimpleNamespace(wait_stream=lambda other: None)
+        for attr, value in {"Stream": lambda device: stream, "current_stream": lambda device=None: stream,
+                            "stream": lambda s: contextlib.nullcontext(), "CUDAGraph": Graph, "graph": Capture,
+                            "Event": Event, "synchronize": lambda device=None: self.log.append(("sync",))}.items():
+            monkeypatch.setattr(torch.cuda, attr, value)
+
+    def call(self, slot):
+        if self.capturing is not None:
+            self.capturing.slot = slot
+            self.log.append(("capture", slot))
+        else:
+            self.log.append(("call", slot))
+        return torch.zeros(1)
+
+
+def test_the_replay_set_is_written_after_the_captures_and_replayed_first(monkeypatch):
+    """The worker's side of the replay sets: `Timer.time_graphs` writes the set over its slot's captured inputs only
+    once every slot is captured, synchronizes, and the first timed replay is that slot's (the parent puts it first).
+    A capture or an uncaptured call after the write would let a device-side cache see the set untimed."""
+    from d2kbench.evaluate.timing import Timer
+
+    fake = FakeGraphs(monkeypatch)
+    timer = object.__new__(Timer)  # no flush buffer or clock: the fakes need neither
+    timer.device, timer.flush = torch.device("cpu"), lambda: None
+    slots = [12, 10, 11]  # the replay set's slot first
+    times, _ = timer.time_graphs(fake.call, lambda slot: None, slots, 6, None,
+                                 write_fresh=lambda: fake.log.append(("write", 12)))
+    assert times == [0.01] * 6
+    write = fake.log.index(("write", 12))
+    before, after = fake.log[:write], fake.log[write + 1:]
+    assert sorted(e for e in before if e[0] == "capture") == [("capture", s) for s in sorted(slots)]
+    assert after[0] == ("sync",)
+    assert [e for e in after if e[0] != "sync"] == [("replay", s) for s in slots * 2]

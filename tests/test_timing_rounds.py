@@ -18,16 +18,20 @@ def evaluation(toy_task, monkeypatch):
     events: list[tuple] = []
 
     def timed_batch(workload, wr, fn, worker, slots, reps, graph, validate, warmup=3, unwarmed=None,
-                    fresh_write=None):
+                    fresh_write=None, holds=None):
         events.append(("batch", fn, validate))
         if fresh_write is not None:
             ev.fresh_writes.append((events.count(("rotate",)), fn, graph, fresh_write))
-        ev.slots_timed.append((events.count(("rotate",)), fn, tuple(slots)))  # (round, function, slots)
+        if holds is not None:  # as the real batch records it: the slot holds the set its worker wrote there
+            ev.slot_set[workload.name][holds[0]] = holds[1]
+        ev.slots_timed.append((events.count(("rotate",)), fn, graph, tuple(slots)))  # (round, function, graph, slots)
         ev.batch_sizes.append((reps, warmup))
         times = [ev.call_ms] * reps
         if unwarmed is not None:  # the first call on the fresh set
             ev.unwarmed.append((events.count(("rotate",)), fn, graph, unwarmed))
             times[slots.index(unwarmed)] *= ev.fresh_factor(fn)
+        if graph and events.count(("rotate",)) > 0:  # the first replay, on the round's replay set where it has one
+            times[0] *= ev.replay_factor(fn)
         return times
 
     sets = toy_task.correctness_sets
@@ -39,6 +43,7 @@ def evaluation(toy_task, monkeypatch):
     ev.as_checked = as_checked
     ev.slots_timed, ev.batch_sizes, ev.call_ms = [], [], 0.1
     ev.unwarmed, ev.fresh_factor = [], lambda fn: 1.0  # how much slower `fn`'s first call on the fresh set is
+    ev.replay_factor = lambda fn: 1.0  # ...and its first graph replay of a timed round
     ev.fresh_writes = []  # (round, function, graph, the fresh set's write) of each batch that carried one
 
     stand_in_timing(ev, monkeypatch, timed_batch,
@@ -104,7 +109,7 @@ def test_the_baselines_time_the_input_sets_that_the_candidate_holds_in_its_order
     puts = fresh_puts(evaluation)
     for rnd, put in puts.items():
         assert put["inputs"] == [f"set {sets + rnd}"]  # a set never seen before, every round
-    for rnd, fn, slots in evaluation.slots_timed:
+    for rnd, fn, _, slots in evaluation.slots_timed:
         holds = dict(held) if rnd == 0 else {**held, puts[rnd]["slot"] - slot(0): sets + rnd}
         order = list(range(sets))
         if rnd > 0:
@@ -123,7 +128,7 @@ def test_long_kernels_take_fewer_calls_per_batch(evaluation, call_ms, reps, warm
     at most 200, after warm-ups of at least 10 ms (at least one, at most three)."""
     evaluation.call_ms = call_ms
     evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
-    functions = len({fn for _, fn, _ in evaluation.slots_timed})
+    functions = len({fn for _, fn, _, _ in evaluation.slots_timed})
     assert set(evaluation.batch_sizes[:functions]) == {(3, 3)}
     assert set(evaluation.batch_sizes[functions:]) == {(reps, warmup)}
 
@@ -239,3 +244,84 @@ def test_the_roofline_averages_the_sets_the_timing_ran_on(evaluation):
     evaluation.slot_set["n200"] = {0: sets, 1: 1, 2: sets + 1}
     assert evaluation.timed_derived("n200") == {"sum_L": 100.0 * ((sets + 1) + 2 + (sets + 2)) / 3}
     assert evaluation.timed_derived("n1m") is None  # a task without derived quantities
+
+
+def replay_rounds(evaluation, monkeypatch) -> WorkloadResult:
+    """`time_workload` on the latency-bound n1m whose sets differ only in tensors (the placeholders stand for such
+    sets), the replay sets' oracle requests recorded in `evaluation.oracle_sets`."""
+    monkeypatch.setattr(evaluation, "sets_can_move", lambda workload: True)
+    made = evaluation.make_set
+    evaluation.oracle_sets = []
+
+    def make_set(workload, i, oracle=True):
+        made(workload, i, oracle)
+        if oracle:
+            evaluation.oracle_sets.append(i)
+
+    monkeypatch.setattr(evaluation, "make_set", make_set)
+    wr = WorkloadResult("n1m", "scored")
+    evaluation.time_workload(evaluation.task.workload("n1m"), wr)
+    return wr
+
+
+def test_graph_batches_replay_a_set_that_no_call_has_seen_first(evaluation, monkeypatch):
+    """A latency-bound workload is scored on its graph replays, whose captures call every slot: each timed round's
+    candidate graph batch carries a set of its own (made for it, never called), written by its worker over the slot
+    of the round's fresh set after the captures, and that slot is replayed first; the baselines replay their own
+    slot of that set first. Only the checked round's replay set gets the oracle's outputs, as for the fresh sets,
+    and the set it replaced is put back after each round."""
+    replay_rounds(evaluation, monkeypatch)
+    sets, name = evaluation.task.correctness_sets, "n1m"
+    replay_set = lambda rnd: sets + ROUNDS + rnd  # noqa: E731
+    writes = {(rnd, graph): w for rnd, fn, graph, w in evaluation.fresh_writes if fn == "candidate"}
+    assert sorted(writes) == [(r, g) for r in range(1, ROUNDS + 1) for g in (False, True)]
+    assert all(fn == "candidate" for _, fn, _, _ in evaluation.fresh_writes)
+    timed = {(rnd, fn, graph): slots for rnd, fn, graph, slots in evaluation.slots_timed}
+    for rnd in range(1, ROUNDS + 1):
+        events_write, graph_write = writes[(rnd, False)], writes[(rnd, True)]
+        assert graph_write["inputs"] == [f"set {replay_set(rnd)}"] and graph_write["slot"] == events_write["slot"]
+        assert timed[(rnd, "candidate", True)] == timed[(rnd, "candidate", False)]
+        assert timed[(rnd, "candidate", True)][0] == graph_write["slot"]
+        for fn in ("reference", "expert"):
+            events_slots, graph_slots = timed[(rnd, fn, False)], timed[(rnd, fn, True)]
+            assert graph_slots[0] == evaluation.slot_id(name, replay_set(rnd))
+            assert graph_slots[1:] == events_slots[1:]
+    checked = next(rnd for rnd in range(1, ROUNDS + 1) if ("batch", "candidate", True) in rounds_of(
+        evaluation.events)[rnd])
+    assert sorted(evaluation.oracle_sets) == [sets + checked, replay_set(checked)]
+    assert evaluation.slot_set[name] == {0: sets, **{i: i for i in range(1, sets)}}  # every round's set put back
+
+
+@pytest.mark.parametrize("factor", [1.0, 20.0])
+def test_first_replays_on_the_replay_sets_are_recorded_not_judged(evaluation, monkeypatch, factor):
+    """The candidate's first replay on each round's replay set against its other replays, over the reference's same
+    ratio, is kept for every round; no verdict comes of it until honest kernels' spread is measured on the H200."""
+    evaluation.replay_factor = lambda fn: factor if fn == "candidate" else 1.0
+    wr = replay_rounds(evaluation, monkeypatch)
+    assert wr.replay_fresh_slowdown == [factor] * ROUNDS
+    replays = wr.fresh_replays["candidate"]
+    assert [r["fresh_ms"] / r["rest_ms"] for r in replays] == pytest.approx([factor] * ROUNDS)
+    assert evaluation.result.failures == []
+
+
+def test_sets_that_differ_in_a_scalar_get_no_replay_set(evaluation):
+    """A scalar is baked into a captured graph: a set written over a slot after the captures would not be the one
+    replayed. (The placeholder sets differ in a non-tensor value.)"""
+    wr = WorkloadResult("n1m", "scored")
+    evaluation.time_workload(evaluation.task.workload("n1m"), wr)
+    assert not any(graph for _, _, graph, _ in evaluation.fresh_writes)
+    assert wr.replay_fresh_slowdown == [] and wr.fresh_replays == {}
+
+
+def test_a_failed_capture_puts_the_replay_set_in_place_again(evaluation, monkeypatch):
+    """Whether the worker wrote the replay set before its capture failed is unknown: it is put over the slot again,
+    so that the parent's record of what each slot holds stays true."""
+    timed = evaluation.timed_batch
+    evaluation.timed_batch = lambda *args, graph, **kwargs: [] if graph and args[2] == "candidate" else timed(
+        *args, graph=graph, **kwargs)
+    wr = replay_rounds(evaluation, monkeypatch)
+    sets = evaluation.task.correctness_sets
+    puts = [m for m in evaluation.cand.sent if m["op"] == "put_inputs"]
+    assert [m["inputs"] for m in puts[0::2]] == [[f"set {sets + ROUNDS + rnd}"] for rnd in range(1, ROUNDS + 1)]
+    assert wr.timings["candidate"].graph_median_ms is None
+    assert evaluation.slot_set["n1m"] == {0: sets, **{i: i for i in range(1, sets)}}

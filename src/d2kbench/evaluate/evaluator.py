@@ -194,6 +194,18 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
 
 
 @dataclass
+class ReplayFresh:
+    """One function's graph batch in a round with a replay set (`Evaluation.time_workload`): the slots it replays,
+    the replay set's slot first; for the candidate, the set written over that slot after the captures and where
+    the parent's record then has it."""
+
+    slots: list[int]
+    slot: int
+    write: dict[str, Any] | None = None  # the candidate's only: `{"slot", "inputs"}`, as the worker's `fresh`
+    holds: tuple[int, int] | None = None  # the candidate's only: (position k in its slots, input set index)
+
+
+@dataclass
 class TimingRun:
     """What a workload's timing rounds gather, per function."""
 
@@ -205,6 +217,8 @@ class TimingRun:
     warmups: dict[str, int]
     # per round: function -> its first call on the round's fresh set / its other calls in the batch
     fresh_ratio: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    # ...and its first graph replay on the round's replay set / its other replays (latency-bound workloads)
+    replay_fresh_ratio: dict[int, dict[str, float | None]] = dataclasses.field(default_factory=dict)
     unchecked_graphs: bool = False  # the checked round's graph batch of the candidate gave no times
 
     orders: list[list[tuple[str, WorkerProcess | None]]] = dataclasses.field(default_factory=list)  # rounds 1 on
@@ -812,11 +826,12 @@ class Evaluation:
         fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
         for rnd, index in fresh.items():
             self.make_set(workload, index, oracle=(rnd == run.checked))
+        replay = self.make_replay_sets(workload, run)
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
-            if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd)):
+            if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd), replay.get(rnd)):
                 return
         if run.unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
             run.graph_samples["candidate"] = []
@@ -830,18 +845,33 @@ class Evaluation:
                 median_ms=statistics.median(values), min_ms=min(values), max_ms=max(values), samples=len(values),
                 graph_median_ms=statistics.median(g) if g else None,
             )
-        self.check_fresh_sets(workload, wr, run.fresh_ratio)
+        self.check_fresh_sets(workload, wr, run)
         self.check_unaccounted_time(workload, wr)
         self.score_workload(workload, wr)
 
+    def make_replay_sets(self, workload: Workload, run: TimingRun) -> dict[int, int]:
+        """Round -> the input set of its graph batches (latency-bound workloads whose sets differ only in tensors),
+        made here (the oracle's outputs for the checked round's): the candidate's worker writes it over the slot of
+        the round's fresh set after the captures and replays that slot first (`Timer.time_graphs`). The round's
+        fresh set cannot serve: the events batch has called it, and the capture calls every slot."""
+        if not workload.latency_bound or not self.sets_can_move(workload):
+            return {}
+        first = self.task.correctness_sets + self.options.rounds
+        replay = {rnd: first + rnd for rnd in range(1, self.options.rounds + 1)}
+        for rnd, index in replay.items():
+            self.make_set(workload, index, oracle=(rnd == run.checked))
+        return replay if self.sets_can_move(workload) else {}
+
     def timed_round(self, workload: Workload, wr: WorkloadResult, run: TimingRun, slots: list[int], rnd: int,
-                    fresh_index: int | None) -> bool:
+                    fresh_index: int | None, replay_index: int | None = None) -> bool:
         """Round `rnd` of a workload's timing: the candidate's sets moved between its slots and input set
-        `fresh_index` put over one of them (rounds 1 on), each function's batches, the replaced set put back. False
-        where a request failed (its failure recorded)."""
+        `fresh_index` put over one of them (rounds 1 on; its graph batch writes `replay_index` there after its
+        captures), each function's batches, the replaced set put back. False where a request failed (its failure
+        recorded)."""
         name = workload.name
         fresh_in = None  # the candidate's slot that holds this round's fresh set
         fresh_write = None  # ...written there by its worker inside its events batch, after the warm-up
+        replay_write = None  # ...and the replay set, written there inside its graph batch, after the captures
         if rnd > 0:
             if not self.rotate_candidate_slots(workload, slots):
                 return False
@@ -849,6 +879,8 @@ class Evaluation:
             fresh_in, replaced = slots[k], self.slot_set[name][k]
             fresh_write = {"slot": fresh_in, "inputs": self.pack(self.inputs[name][fresh_index], self.cand)}
             self.slot_set[name][k] = fresh_index
+            if replay_index is not None:
+                replay_write = {"slot": fresh_in, "inputs": self.pack(self.inputs[name][replay_index], self.cand)}
         # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
         # (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in work (drawn
         # lengths) must not be timed on others. In the candidate's order, so that the fresh set takes the same
@@ -861,24 +893,30 @@ class Evaluation:
         for fn, worker in run.fns if rnd == 0 else run.orders[rnd - 1]:
             fn_slots = slots if fn == "candidate" else trusted_slots
             fresh_slot = None  # its slot of the fresh set, left out of the warm-up
+            replay = None
             if fresh_in is not None:
                 fresh_slot = fresh_in if fn == "candidate" else self.slot_id(name, fresh_index)
                 fn_slots = fresh_first(fn_slots, fresh_slot)
+                if replay_write is not None and fn == "candidate":
+                    replay = ReplayFresh(fn_slots, fresh_in, replay_write, (k, replay_index))
+                elif replay_write is not None:  # the baselines replay the replay set's own slot first
+                    own = self.slot_id(name, replay_index)
+                    replay = ReplayFresh([own if s == fresh_slot else s for s in fn_slots], own)
             if not self.time_function(workload, wr, run, rnd, fn, worker, fn_slots, fresh_slot,
-                                      fresh_write if fn == "candidate" else None):
+                                      fresh_write if fn == "candidate" else None, replay):
                 return False
         if rnd == 0:
             return True
-        # the set the fresh one replaced goes back where the fresh one is now (a recheck moves sets)
-        now = next(j for j, held in self.slot_set[name].items() if held == fresh_index)
+        # the set the fresh one replaced goes back where the round's set is now (a recheck moves sets)
+        now = next(j for j, held in self.slot_set[name].items() if held in (fresh_index, replay_index))
         return self.put_set(workload, slots, now, replaced) is not None
 
     def time_function(self, workload: Workload, wr: WorkloadResult, run: TimingRun, rnd: int, fn: str,
                       worker: WorkerProcess, fn_slots: list[int], fresh_slot: int | None,
-                      fresh_write: dict[str, Any] | None = None) -> bool:
+                      fresh_write: dict[str, Any] | None = None, replay: ReplayFresh | None = None) -> bool:
         """One function's batches of round `rnd`: events (round 0: the estimate that sizes the later batches; the
-        candidate's carries the round's fresh set, `fresh_write`) and, for a latency-bound workload, graph replays.
-        False where a request failed."""
+        candidate's carries the round's fresh set, `fresh_write`) and, for a latency-bound workload, graph replays
+        (with `replay`: the round's replay set replayed first). False where a request failed."""
         validate = rnd == run.checked
         times = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=False,
                                  validate=validate, warmup=run.warmups[fn], unwarmed=fresh_slot,
@@ -901,12 +939,27 @@ class Evaluation:
             return True
         run.samples[fn] += times
         if workload.latency_bound:
-            gtimes = self.timed_batch(workload, wr, fn, worker, fn_slots, run.reps[fn], graph=True,
-                                      validate=validate, warmup=run.warmups[fn])
+            gslots = replay.slots if replay else fn_slots
+            gtimes = self.timed_batch(workload, wr, fn, worker, gslots, run.reps[fn], graph=True,
+                                      validate=validate, warmup=run.warmups[fn],
+                                      fresh_write=replay and replay.write, holds=replay and replay.holds)
+            if gtimes is None:
+                return False
             if gtimes:
                 run.graph_samples[fn] += gtimes
-            elif validate and fn == "candidate":
-                run.unchecked_graphs = True
+                first = fresh_call(gtimes, gslots, replay.slot) if replay else None
+                if first is not None:
+                    fresh_ms, rest_ms = first
+                    run.replay_fresh_ratio.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
+                    wr.fresh_replays.setdefault(fn, []).append({"fresh_ms": round(fresh_ms, 5),
+                                                                "rest_ms": round(rest_ms, 5)})
+            else:
+                if validate and fn == "candidate":
+                    run.unchecked_graphs = True
+                if replay and replay.holds:  # a failed capture may or may not have written the replay set: again
+                    k, index = replay.holds
+                    slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets)]
+                    return self.put_set(workload, slots, k, index) is not None
         return True
 
     def check_unaccounted_time(self, workload: Workload, wr: WorkloadResult) -> None:
@@ -1002,14 +1055,16 @@ class Evaluation:
         self.slot_set[workload.name][k] = index
         return replaced
 
-    def check_fresh_sets(self, workload: Workload, wr: WorkloadResult,
-                         fresh_ratio: dict[int, dict[str, float | None]]) -> None:
+    def check_fresh_sets(self, workload: Workload, wr: WorkloadResult, run: TimingRun) -> None:
         """Per round, the candidate's first call on the fresh input set against its calls on the sets it had seen
         (its events batch), over the reference's same ratio; their median `FRESH_SLOWDOWN` or more is
         `integrity/input_cache`, outputs served from a cache keyed by the inputs' contents. The median over the
-        rounds: one slow call can be a hiccup of the GPU. Judged where the events times are the ones scored: graph
-        replays are not covered (the capture calls every slot before the first replay)."""
-        wr.fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, fresh_ratio.values()) if v is not None]
+        rounds: one slow call can be a hiccup of the GPU. Judged where the events times are the ones scored. The
+        same ratio of the graph batches' first replays on the replay sets is recorded (`replay_fresh_slowdown`),
+        not judged: its honest spread on the H200 is not measured yet (docs/threats.md)."""
+        wr.replay_fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, run.replay_fresh_ratio.values())
+                                    if v is not None]
+        wr.fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, run.fresh_ratio.values()) if v is not None]
         if not wr.fresh_slowdown or scored_on_graphs(workload, wr):
             return  # (graph replays scored: the events times this judges are not)
         slowdown = statistics.median(wr.fresh_slowdown)
@@ -1035,7 +1090,12 @@ class Evaluation:
     def timed_batch(self, workload: Workload, wr: WorkloadResult, fn: str, worker: WorkerProcess,
                     slots: list[int], reps: int, graph: bool, validate: bool,
                     warmup: int = WARMUP_CALLS, unwarmed: int | None = None,
-                    fresh_write: dict[str, Any] | None = None) -> list[float] | None:
+                    fresh_write: dict[str, Any] | None = None,
+                    holds: tuple[int, int] | None = None) -> list[float] | None:
+        """One timed batch of `fn` on `slots` (graph replays with `graph`): its times (ms), or None where it failed
+        ([] for a graph capture that failed). `validate`: the candidate's outputs come back and are compared with
+        the oracle's for the sets its slots hold; `holds` = (k, index): once the batch has run, its slot k holds set
+        `index` (its worker wrote `fresh_write` there)."""
         returned = validate and fn == "candidate"
         move_sets = returned and graph and self.sets_can_move(workload)
         message = {"op": "time", "fn": "run" if fn == "candidate" else fn, "slots": slots, "reps": reps,
@@ -1085,6 +1145,8 @@ class Evaluation:
                 self.result.add(self.candidate_fault(exc, workload))
                 return None
         times = [float(t) for t in reply["times_ms"]]
+        if holds is not None:
+            self.slot_set[workload.name][holds[0]] = holds[1]
         if fn == "candidate" and reply.get("persisting_l2_bytes"):
             self.result.add(Failure("integrity", "persisting_l2",
                                     f"the candidate's process reserved {reply['persisting_l2_bytes']} bytes of L2 for "
@@ -1253,7 +1315,7 @@ class Evaluation:
             self.result.log_tail = self.cand.log_tail()
 
     def drop(self, workload: Workload) -> None:
-        fresh = self.task.correctness_sets + self.options.rounds + 1  # the timed rounds' fresh sets too
+        fresh = self.task.correctness_sets + 2 * self.options.rounds + 1  # the timed rounds' fresh and replay sets
         slots = [self.slot_id(workload.name, i) for i in range(fresh)]
         for worker in (self.trusted, self.cand):
             if worker is not None and worker.alive:

@@ -84,18 +84,19 @@ class Timer:
         With `graph`, one call per slot is captured into a CUDA graph and the replays are timed; with
         `before_recheck` too, the outputs are those of `replay_recheck` instead. The slot `unwarmed` is left out
         of the warm-up, so its first timed call is the first call on what it holds, and its output is a copy of
-        that first call's (`first_call_outputs`). `write_fresh` runs after the warm-up, before the synchronize that
-        precedes the timed calls: what it writes (the round's fresh input set) is seen first by a timed call.
+        that first call's (`first_call_outputs`). `write_fresh` runs after the warm-up (with `graph`: after the
+        captures), before the synchronize that precedes the timed calls: what it writes (the round's fresh input set)
+        is seen first by a timed call (with `graph`: a timed replay).
         """
         out = None
         for slot in warmup_slots(slots, warmup, unwarmed):  # (a graph's capture is preceded by one call per slot)
             restore(slot)
             out = call(slot)
-        if write_fresh is not None:
-            write_fresh()
         if graph:
             self.synchronize()
-            return self.time_graphs(call, restore, slots, reps, before_recheck)
+            return self.time_graphs(call, restore, slots, reps, before_recheck, write_fresh)
+        if write_fresh is not None:
+            write_fresh()
         reserve_output_blocks(out, len(slots) + SPARE_OUTPUT_SETS)
         del out
         self.synchronize()
@@ -117,10 +118,13 @@ class Timer:
 
     def time_graphs(
         self, call: Callable[[int], object], restore: Callable[[int], None], slots: Sequence[int], reps: int,
-        before_recheck: Callable[[], None] | None,
+        before_recheck: Callable[[], None] | None, write_fresh: Callable[[], None] | None = None,
     ) -> tuple[list[float], dict[int, object]]:
         """`time` with `graph`: each slot's call captured once (after one uncaptured call on the capture's side
-        stream, so that lazy initialisation stays out of the graph), then replayed `reps` times in rotation."""
+        stream, so that lazy initialisation stays out of the graph), then replayed `reps` times in rotation.
+        `write_fresh` writes a set in place over one slot's captured inputs between the captures and the replays:
+        no call before the first replay of that slot has seen it, so a cache of outputs kept on the device and
+        keyed by the inputs' contents must work it out in that timed replay."""
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
@@ -142,6 +146,8 @@ class Timer:
                 outputs[slot] = call(slot)
                 if inside:
                     marks[slot][1].record()
+        if write_fresh is not None:
+            write_fresh()
         torch.cuda.synchronize(self.device)
         times: list[float] = []
         outside = [[torch.cuda.Event(enable_timing=True) for _ in range(2)] for _ in range(0 if inside else reps)]
