@@ -65,6 +65,8 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "gpu_content_cache.py": ("integrity", "input_cache"),  # outputs keyed by contents: each round's fresh set
     "gpu_content_cache_lookahead.py": ("integrity", "input_cache"),  # works new contents out in the first call after
     # the write: the fresh set is written after the warm-up and its call is the batch's first
+    "gpu_graph_content_cache.py": (None, None),  # a device-side cache inside the graph: reported with its
+    # replay-set slowdown, which is not judged yet (docs/threats.md); expected a pass until it is
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),
@@ -133,6 +135,8 @@ def planted_part(names: list[str], results: list[dict]) -> bool:
         with scan_off(name in SCAN_OFF):
             r = evaluate(task, PLANTED / name, EvalOptions(include_hidden=True, call_timeout_s=15, load_timeout_s=60))
         reasons = sorted({f.reason for f in r.failures})
+        reasons += [f"replay-set slowdown {w.name} {w.replay_fresh_slowdown}" for w in r.workloads
+                    if w.replay_fresh_slowdown]
         good = verdict is None or (r.verdict == verdict and reason in reasons)
         if name == "gpu_endless_kernel.py":  # the GPU is usable again: the expert still passes after it
             after = evaluate(task, task.expert_path, EvalOptions(time=False))

@@ -10,7 +10,8 @@
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
 #             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json): the honest spread
 #             that `replay_fresh_slowdown` must be calibrated on before it judges
-#   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache)
+#   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache), and
+#             gpu_graph_content_cache.py's replay-set slowdown (a device-side cache in the graph, not judged yet)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail
@@ -28,7 +29,8 @@ for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa mu
   once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
 done
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
-  gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py
+  gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
+gpu_graph_content_cache.py
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

@@ -1,6 +1,9 @@
 """The evaluator against planted candidates: each gets the right verdict and reason code."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -268,3 +271,26 @@ def test_inputs_reach_a_confined_candidate_by_links_and_others_by_copies(toy_tas
     if sandboxed and not confined:
         pytest.skip("the candidate could not get a uid of its own here")
     assert (len(links) > 0) == confined
+
+
+def test_the_device_side_content_cache_is_a_real_cache_and_correct_where_nothing_is_timed(toy_task, tmp_path):
+    """gpu_graph_content_cache.py (bench/gpu_integrity.py's case for the replay sets): its kernel copies the output it
+    kept while the inputs at the same addresses keep their contents (shown by spoiling what it kept) and computes
+    once they change in place; its evaluation on the CPU passes."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import importlib.util, sys, torch\n"
+        f"spec = importlib.util.spec_from_file_location('planted', {str(PLANTED / 'gpu_graph_content_cache.py')!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "x, y = torch.randn(3000), torch.randn(3000)\n"
+        "assert torch.allclose(m.run(x, y, 1.5), 1.5 * x + y)\n"
+        "kept, _ = next(iter(m._caches.values())); kept.fill_(7.0)\n"
+        "assert (m.run(x, y, 1.5) == 7.0).all()  # the same contents: the kept output, whatever it holds\n"
+        "x.copy_(torch.randn(3000))\n"
+        "assert torch.allclose(m.run(x, y, 1.5), 1.5 * x + y)  # new contents in place: computed\n"
+        "print('ok')\n")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+    result = evaluate(toy_task, PLANTED / "gpu_graph_content_cache.py", EvalOptions(device="cpu"))
+    assert result.verdict == "pass", result.detail
