@@ -826,12 +826,12 @@ class Evaluation:
         fresh = {rnd: self.task.correctness_sets + rnd for rnd in range(1, self.options.rounds + 1)}
         for rnd, index in fresh.items():
             self.make_set(workload, index, oracle=(rnd == run.checked))
-        replay = self.make_replay_sets(workload, run)
+        replay_sets = self.make_replay_sets(workload, run)
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
-            if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd), replay.get(rnd)):
+            if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd), replay_sets.get(rnd)):
                 return
         if run.unchecked_graphs:  # its other rounds' graphs cannot count unchecked: its events time is scored
             run.graph_samples["candidate"] = []
