@@ -68,9 +68,13 @@ SYM_STAGES = 3
 # per SM) measured the same.
 SYM_MAXNREG = 128
 SYM_WARPS = 8
+# Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
+# bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
+MM_GROUP = 8
+SYM_GROUP = 8
 _CONFIG_LARGE = dict(
-    sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=8, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
-    mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=8, mm_warps=8, mm_stages=MM_STAGES,
+    sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
+    mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
