@@ -149,6 +149,17 @@ def fresh_call(times: list[float], slots: list[int], fresh_slot: int) -> tuple[f
     return (times[slots.index(fresh_slot)], statistics.median(rest)) if rest else None
 
 
+def note_first_call(ratios: dict[int, dict[str, float | None]], raw: dict[str, list[dict[str, float]]], rnd: int,
+                    fn: str, times: list[float], slots: list[int], fresh_slot: int) -> None:
+    """`fn`'s first call (or replay) on `fresh_slot` in one batch of round `rnd` against its others (`fresh_call`):
+    the ratio into `ratios[rnd][fn]`, the raw figures into `raw[fn]` (to calibrate the check)."""
+    first = fresh_call(times, slots, fresh_slot)
+    if first is not None:
+        fresh_ms, rest_ms = first
+        ratios.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
+        raw.setdefault(fn, []).append({"fresh_ms": round(fresh_ms, 5), "rest_ms": round(rest_ms, 5)})
+
+
 def fresh_slowdown(ratio: dict[str, float | None]) -> float | None:
     """The candidate's first call on the fresh set over its other calls (`fresh_call`), over the reference's same
     ratio (None where either is missing)."""
@@ -923,12 +934,8 @@ class Evaluation:
                                  fresh_write=fresh_write)
         if times is None:
             return False
-        first = None if fresh_slot is None else fresh_call(times, fn_slots, fresh_slot)
-        if first is not None:
-            fresh_ms, rest_ms = first
-            run.fresh_ratio.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
-            # the raw figures, to calibrate the check: the fresh call (the batch's first), the others' median
-            wr.fresh_calls.setdefault(fn, []).append({"fresh_ms": round(fresh_ms, 5), "rest_ms": round(rest_ms, 5)})
+        if fresh_slot is not None:
+            note_first_call(run.fresh_ratio, wr.fresh_calls, rnd, fn, times, fn_slots, fresh_slot)
         if rnd == 0:
             # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
             # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
@@ -947,12 +954,8 @@ class Evaluation:
                 return False
             if gtimes:
                 run.graph_samples[fn] += gtimes
-                first = fresh_call(gtimes, gslots, replay.slot) if replay else None
-                if first is not None:
-                    fresh_ms, rest_ms = first
-                    run.replay_fresh_ratio.setdefault(rnd, {})[fn] = fresh_ms / max(rest_ms, 1e-9)
-                    wr.fresh_replays.setdefault(fn, []).append({"fresh_ms": round(fresh_ms, 5),
-                                                                "rest_ms": round(rest_ms, 5)})
+                if replay:
+                    note_first_call(run.replay_fresh_ratio, wr.fresh_replays, rnd, fn, gtimes, gslots, replay.slot)
             else:
                 if validate and fn == "candidate":
                     run.unchecked_graphs = True

@@ -101,8 +101,8 @@ class WorkloadResult:
     # per timed round, the candidate's first call on the round's fresh input set against its calls on seen sets,
     # over the reference's same ratio (`integrity/input_cache` where their median is 1.5 or more)
     fresh_slowdown: list[float] = field(default_factory=list)
-    # per function, per timed round: its first call on the fresh set, its other calls' median, its batch's first
-    # timed call (ms; `Evaluation.time_function`), the raw figures behind `fresh_slowdown`
+    # per function, per timed round: its first call on the fresh set (its batch's first timed call) and its other
+    # calls' median (ms; `evaluator.note_first_call`), the raw figures behind `fresh_slowdown`
     fresh_calls: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     # the same for the graph batches' first replays on each round's replay set (latency-bound workloads), recorded,
     # not judged yet (`Evaluation.check_fresh_sets`)

@@ -222,7 +222,9 @@ class Worker:
         recheck = None
         if graph and req.get("return_outputs"):
             recheck = (lambda: self.rotate({"slots": slots})) if req.get("move_sets") else (lambda: None)
-        write_fresh = None  # the round's fresh set, written over its slot after the warm-up (`Timer.time`)
+        # the round's fresh set (graph batches: its replay set), written over its slot after the warm-up (graph
+        # batches: after the captures; `Timer.time`)
+        write_fresh = None
         if req.get("fresh") is not None:
             fresh_slot, fresh_values = int(req["fresh"]["slot"]), self._unpack_inputs(req["fresh"]["inputs"])
             write_fresh = lambda: self._write_in_place(fresh_slot, fresh_values)  # noqa: E731
