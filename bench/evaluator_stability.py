@@ -112,7 +112,7 @@ def main() -> int:
                        # every evaluation's raw first calls on the fresh sets, cold one included (input_cache's data)
                        "fresh_calls": {w.name: [next(x for x in r.workloads if x.name == w.name).fresh_calls
                                                 for r in runs] for w in runs[0].workloads},
-                       # ...and first graph replays on the replay sets (latency-bound workloads; not judged yet)
+                       # ...and first graph replays on the replay sets (latency-bound workloads, judged there)
                        "fresh_replays": {w.name: [next(x for x in r.workloads if x.name == w.name).fresh_replays
                                                   for r in runs] for w in runs[0].workloads}})
         if args.json:  # after each task: a run cut short keeps the tasks it finished

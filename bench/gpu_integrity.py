@@ -65,8 +65,8 @@ EXPECTED = {  # file: (verdict, a reason that must be among the failures)
     "gpu_content_cache.py": ("integrity", "input_cache"),  # outputs keyed by contents: each round's fresh set
     "gpu_content_cache_lookahead.py": ("integrity", "input_cache"),  # works new contents out in the first call after
     # the write: the fresh set is written after the warm-up and its call is the batch's first
-    "gpu_graph_content_cache.py": (None, None),  # a device-side cache inside the graph: reported with its
-    # replay-set slowdown, which is not judged yet (docs/threats.md); expected a pass until it is
+    "gpu_graph_content_cache.py": ("integrity", "input_cache"),  # a device-side cache inside the graph: its first
+    # replay on each round's replay set, written after the captures
     "sandbox_reads_seed.py": (None, None),  # reported, verdict depends on what it reaches
     "sandbox_reads_task_files.py": (None, None),
     "sandbox_writes_outside.py": (None, None),

@@ -12,10 +12,10 @@
 #               use): what the prologue and epilogue cost where the register cap left them at 44% of SM throughput
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
-#             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json): the honest spread
-#             that `replay_fresh_slowdown` must be calibrated on before it judges
+#             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json), judged as the
+#             events batches' first calls are (FRESH_SLOWDOWN)
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache), and
-#             gpu_graph_content_cache.py's replay-set slowdown (a device-side cache in the graph, not judged yet)
+#             gpu_graph_content_cache.py (a device-side cache in the graph) input_cache from its replay sets
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
 # Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
 set -uo pipefail

@@ -104,8 +104,8 @@ class WorkloadResult:
     # per function, per timed round: its first call on the fresh set (its batch's first timed call) and its other
     # calls' median (ms; `evaluator.note_first_call`), the raw figures behind `fresh_slowdown`
     fresh_calls: dict[str, list[dict[str, float]]] = field(default_factory=dict)
-    # the same for the graph batches' first replays on each round's replay set (latency-bound workloads), recorded,
-    # not judged yet (`Evaluation.check_fresh_sets`)
+    # the same for the graph batches' first replays on each round's replay set (latency-bound workloads), judged in
+    # place of `fresh_slowdown` where the graph replays are scored (`Evaluation.check_fresh_sets`)
     replay_fresh_slowdown: list[float] = field(default_factory=list)
     fresh_replays: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
