@@ -68,12 +68,6 @@ SYM_STAGES = 3
 # per SM) measured the same.
 SYM_MAXNREG = 128
 SYM_WARPS = 8
-# Symmetric products of matrices of at most SYM_PERSISTENT_MAX_M rows (0: none) run on a persistent grid,
-# SYM_PROGRAMS_PER_SM programs per SM walking all the batch's tiles, the tile loop and the K loop flattened into one
-# pipeline with SYM_FLATTEN. Not yet measured: off.
-SYM_PERSISTENT_MAX_M = 0
-SYM_PROGRAMS_PER_SM = 2
-SYM_FLATTEN = True
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -90,7 +84,6 @@ _CONFIG_TINY = dict(
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
 _MAX_NORM_PARTIALS = 1024  # partial sums per matrix; consumers reduce them in one vector load
-_INTERPRETER_SMS = 2  # the persistent grid's SMs on the CPU: few programs, each walking several tiles
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,15 +180,13 @@ def _norm_scale(partials_ptr, b, num_partials, NORM_POWER: tl.constexpr,
 
 @triton.jit
 def _store_mirrored(c_ptr, tile, offs_i, offs_j, M, stride_cm, stride_cn, OFF_DIAGONAL):
-    """Store a tile of a symmetric matrix at (i, j) and, off the diagonal, transposed at (j, i).
-
-    The transposed store is masked off on the diagonal rather than branched around: a branch after the K loop
-    keeps Triton 3.6 from flattening the persistent kernel's loops (TritonGPUFuseNestedLoops fails)."""
+    """Store a tile of a symmetric matrix at (i, j) and, off the diagonal, transposed at (j, i)."""
     mask = (offs_i[:, None] < M) & (offs_j[None, :] < M)
     tl.store(c_ptr + offs_i[:, None] * stride_cm + offs_j[None, :] * stride_cn, tile, mask=mask)
-    mirrored_rows = M * OFF_DIAGONAL.to(tl.int32)  # 0 on the diagonal: nothing stored
-    mask_t = (offs_j[:, None] < mirrored_rows) & (offs_i[None, :] < M)
-    tl.store(c_ptr + offs_j[:, None] * stride_cm + offs_i[None, :] * stride_cn, tl.trans(tile), mask=mask_t)
+    if OFF_DIAGONAL:
+        mask_t = (offs_j[:, None] < M) & (offs_i[None, :] < M)
+        tl.store(c_ptr + offs_j[:, None] * stride_cm + offs_i[None, :] * stride_cn,
+                 tl.trans(tile), mask=mask_t)
 
 
 @triton.jit
@@ -225,8 +216,8 @@ def _upper_tile(pid, num_tiles, GROUP: tl.constexpr):
 # every square product of the state (all its matrices commute, so every product is symmetric).
 # --------------------------------------------------------------------------------------------
 @triton.jit
-def _sym_tile(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj,
+def _sym_gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
     M, K, num_partials,
     stride_lb, stride_lm, stride_lk,
     stride_rb, stride_rk, stride_rn,
@@ -234,10 +225,15 @@ def _sym_tile(
     stride_cb, stride_cm, stride_cn,
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    """Upper-triangle tile (ti, tj) of matrix b: its product, epilogue and mirrored stores."""
+    pid = tl.program_id(0)
+    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
+    ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK), GROUP)
+    if ti > tj:
+        return
+
     l_ptr += b.to(tl.int64) * stride_lb
     r_ptr += b.to(tl.int64) * stride_rb
     d_ptr += b.to(tl.int64) * stride_db
@@ -259,80 +255,6 @@ def _sym_tile(
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
         _store_mirrored(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, M,
                         stride_cm, stride_cn, ti != tj)
-
-
-@triton.jit
-def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
-    M, K, num_partials,
-    stride_lb, stride_lm, stride_lk,
-    stride_rb, stride_rk, stride_rn,
-    stride_db, stride_dm, stride_dn,
-    stride_cb, stride_cm, stride_cn,
-    alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
-):
-    """One program per upper-triangle tile, in grouped order (L2 reuse on large matrices)."""
-    pid = tl.program_id(0)
-    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
-    ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK), GROUP)
-    if ti > tj:
-        return
-    _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
-              stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn,
-              stride_db, stride_dm, stride_dn, stride_cb, stride_cm, stride_cn,
-              alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT, BLOCK, BLOCK_K,
-              PARTIALS_POW2, DOT_PRECISION)
-
-
-@triton.jit
-def _upper_row_start(i, num_tiles):
-    """Tiles of a row-major upper triangle before row i."""
-    return i * num_tiles - i * (i - 1) // 2
-
-
-@triton.jit
-def _upper_tile_row_major(p, num_tiles):
-    """Upper-triangle tile p of a num_tiles^2 grid in row-major order -> (ti, tj), without a loop (a loop here
-    would keep the persistent kernel's tile loop from being flattened): the row from the quadratic formula in
-    fp32, then corrected by one either way for rounding."""
-    t2 = 2 * num_tiles + 1
-    i = ((t2 - tl.sqrt((t2 * t2 - 8 * p).to(tl.float32))) * 0.5).to(tl.int32)
-    i = tl.minimum(tl.maximum(i, 0), num_tiles - 1)
-    i = tl.where(_upper_row_start(i + 1, num_tiles) <= p, i + 1, i)
-    i = tl.where(_upper_row_start(i, num_tiles) > p, i - 1, i)
-    return i, p - _upper_row_start(i, num_tiles) + i
-
-
-@triton.jit
-def _sym_gemm_persistent_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
-    M, K, num_partials, total_tiles, num_programs,
-    stride_lb, stride_lm, stride_lk,
-    stride_rb, stride_rk, stride_rn,
-    stride_db, stride_dm, stride_dn,
-    stride_cb, stride_cm, stride_cn,
-    alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, FLATTEN: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
-):
-    """A fixed grid walking every matrix's upper-triangle tiles (matrix-major, row-major within one). For many
-    small matrices with a short K (the batch's square products: 12 steps of K per tile), where a tile's
-    prologue and epilogue are a large part of its time; with FLATTEN the compiler pipelines the tile loop and
-    the K loop as one, so the next tile's first loads are in flight during this one's epilogue."""
-    num_tiles = tl.cdiv(M, BLOCK)
-    per_matrix = num_tiles * (num_tiles + 1) // 2
-    for t in tl.range(tl.program_id(0), total_tiles, num_programs, flatten=FLATTEN):
-        b = t // per_matrix
-        ti, tj = _upper_tile_row_major(t - b * per_matrix, num_tiles)
-        _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
-                  stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn,
-                  stride_db, stride_dm, stride_dn, stride_cb, stride_cm, stride_cn,
-                  alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT, BLOCK, BLOCK_K,
-                  PARTIALS_POW2, DOT_PRECISION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,7 +330,7 @@ def _segment_plan(m, n):
 
 
 class _Launcher:
-    def __init__(self, x_dtype, device, batch, m, cfg, partials, num_partials):
+    def __init__(self, x_dtype, batch, m, cfg, partials, num_partials):
         self.cfg = cfg
         self.batch = batch
         self.m = m
@@ -418,8 +340,6 @@ class _Launcher:
         # fp32 problems keep full fp32 products (tf32 would be far less accurate than the
         # fp32 reference); half-precision inputs run on bf16/fp16 tensor cores
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
-        self.sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
-                    else _INTERPRETER_SMS)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
@@ -429,23 +349,18 @@ class _Launcher:
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
         nt = triton.cdiv(m, cfg["sym_block"])
-        args = (left, right, dd, out, out2, self.partials, m, left.shape[2], self.num_partials)
-        strides = (*left.stride(), *right.stride(), *dd.stride(), *out.stride(), alpha, beta, gamma)
-        meta = dict(
+        grid = (_num_upper_programs(nt, cfg["sym_group"]), self.batch)
+        _sym_gemm_kernel[grid](
+            left, right, dd, out, out2, self.partials,
+            m, left.shape[2], self.num_partials,
+            *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
+            alpha, beta, gamma,
             NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
-            BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"],
+            BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG else {}),
         )
-        if m <= SYM_PERSISTENT_MAX_M:
-            total = self.batch * nt * (nt + 1) // 2
-            programs = min(total, self.sms * SYM_PROGRAMS_PER_SM)
-            _sym_gemm_persistent_kernel[(programs,)](
-                *args, total, programs, *strides, FLATTEN=SYM_FLATTEN, **meta)
-        else:
-            grid = (_num_upper_programs(nt, cfg["sym_group"]), self.batch)
-            _sym_gemm_kernel[grid](*args, *strides, GROUP=cfg["sym_group"], **meta)
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
         """out = norm^-p (alpha left @ right + beta d): the rectangular update."""
@@ -492,7 +407,7 @@ def run(G):
         BLOCK=block, num_warps=cfg["norm_warps"],
     )
 
-    launch = _Launcher(g.dtype, g.device, batch, m, cfg, partials, num_partials)
+    launch = _Launcher(g.dtype, batch, m, cfg, partials, num_partials)
     # Square state, stored in the workload dtype (fp32 accumulation): the Gram/state matrix A, a
     # temporary for P A, and three rotating buffers for R = P - a I and the running product Q.
     square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
