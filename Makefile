@@ -4,6 +4,8 @@
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 TORCH   ?= torch==2.13.0
+# The H200's Triton, installed apart for the tests that compile every expert with it as well (no GPU needed)
+DEVICE_TRITON ?= triton==3.6.0
 RUNS    ?= runs/default
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && python3 -c "import torch" >/dev/null 2>&1 && echo yes)
 
@@ -14,6 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(HAS_GPU),,$(PY) -m pip install -q "$(TORCH)")
 	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q --no-deps --target $(VENV)/device-triton "$(DEVICE_TRITON)"
 	touch $@
 
 run: $(VENV)/.installed
@@ -21,7 +24,7 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests
-	$(PY) -m pytest -q -n 2
+	D2K_DEVICE_TRITON=$(VENV)/device-triton $(PY) -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,6 +1,11 @@
 """Every task of the suite: its expert passes, compiles for sm_90, its mutants fail, its guidance is clean."""
 
+import json
+import os
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +44,41 @@ def test_expert_compiles_for_sm90_on_its_profile_workload(task_id):
         consts = ", ".join(f"{n}={v}" for n, v in k.get("constexprs", {}).items())
         allowed = ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0)
         assert k.get("spill_store_bytes", 0) <= allowed, f"{k['kernel']}({consts}) spills registers"
+
+
+# The H200 runs Triton 3.6, this machine a newer one; `make test` installs the device's Triton apart
+# (Makefile: DEVICE_TRITON) and names the folder here.
+DEVICE_TRITON = os.environ.get("D2K_DEVICE_TRITON")
+DEVICE_TRITON_VERSION = "3.6."
+COMPILE_WITH = """
+import json, sys, triton
+from d2kbench.evaluate.evaluator import compile_report
+from d2kbench.suite import find_task
+task = find_task(sys.argv[1])
+print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, task.expert_path)}))
+"""
+
+
+@pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
+@pytest.mark.parametrize("task_id", TASKS)
+def test_expert_compiles_with_the_devices_triton(task_id):
+    """Every expert kernel compiles for sm_90 with the Triton the H200 has, not only with this machine's: muon's
+    flattened persistent kernel compiled with 3.9 and failed in 3.6's loop fusion on the device
+    (bench/results/2026-12-04-h200-owed-18 call2)."""
+    # absolute: the workers that compile run in folders of their own
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(DEVICE_TRITON).resolve()), str(ROOT / "src")])}
+    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["triton"].startswith(DEVICE_TRITON_VERSION), report["triton"]
+    assert report["kernels"], "the expert launched no Triton kernel"
+    assert {k["triton"] for k in report["kernels"]} == {report["triton"]}  # the workers' Triton too
+    assert all(k["ok"] for k in report["kernels"]), [f"{k['kernel']}: {k.get('error')}" for k in report["kernels"]
+                                                     if not k["ok"]]
+    for k in report["kernels"]:
+        spilled = k.get("spill_store_bytes", 0)
+        assert spilled <= ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0), f"{k['kernel']} spills {spilled} B"
 
 
 @pytest.mark.parametrize("task_id", TASKS)

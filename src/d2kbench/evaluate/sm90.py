@@ -90,7 +90,8 @@ class CompileCapture:
             if divisible:
                 attrs[(index,)] = [["tt.divisibility", 16]]
         report: dict[str, Any] = {"kernel": fn.__name__, "constexprs": {k: repr(v) for k, v in constexprs.items()},
-                                  "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3)}
+                                  "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3),
+                                  "triton": triton.__version__}
         key = repr((id(fn), sorted(signature.items()), report["constexprs"], sorted(attrs), sorted(options.items())))
         if key in self._seen:
             self.reports.append(dict(self._seen[key]))
