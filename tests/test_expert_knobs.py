@@ -4,6 +4,7 @@ whether they ship (bench/sweep.py --set NAME=...), so they must pass the task's 
 import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
+from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
 from tests.conftest import ACCEPTED_SPILLS
 
@@ -17,6 +18,9 @@ KNOBS = [
     ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),  # production tiles: sm_90 compile only
+    # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and square ones on the profile workload
+    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
+    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
 ]
 
 
@@ -53,11 +57,13 @@ MUON_OCCUPANCY = [
     ((), 2, 512),
     ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"),), 1, 0),
     ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"), ("SYM_WARPS = 8", "SYM_WARPS = 4")), 2, 1024),
+    # wide tiles (8192x28672's, bench/results/2026-12-04-h200-owed-18 call6): uncapped, one program per SM
+    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),), 1, 512),
 ]
 
 
 @pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
-                         ids=["shipped", "uncapped", "four_warps"])
+                         ids=["shipped", "uncapped", "four_warps", "wide"])
 def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
     """Each setting runs the cpu workloads right, and its sm_90 compile gives the symmetric products (their most
     limited launch) the programs per SM (sm_90 occupancy rules over registers and shared memory) and the spill that
@@ -76,3 +82,15 @@ def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill,
     assert sym and all(k["ok"] for k in sym)
     assert min(k["programs_per_sm"] for k in sym) == programs  # the launches whose registers limit them most
     assert max(k.get("spill_store_bytes", 0) for k in sym) <= spill
+
+
+def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
+    """The symmetric products' tile rule on the H200's 132 SMs, for the scored shapes it was measured on
+    (bench/results/2026-12-04-h200-owed-18 call6): wide tiles only where their grid needs no more waves than the
+    square one's (8192x28672: 8 and 8), square where it needs more (4096: 3 against 2; the batch: 12 against 11);
+    and the expert's programs per SM that the rule assumes are the ones its compile gives (the test above)."""
+    module = load_module(find_task("muon_newton_schulz").expert_path, "test_wave_rule_expert")
+    wide = {(m, batch): module._wide_sym_tiles(m, batch, 128, 132)
+            for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
+    assert wide == {(4096, 1): False, (8192, 1): True, (768, 128): False}
+    assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)

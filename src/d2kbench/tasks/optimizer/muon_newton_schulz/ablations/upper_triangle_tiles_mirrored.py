@@ -40,10 +40,19 @@ MM_STAGES = 4
 # where each product's K is only 768: ncu, bench/results/2026-12-04-h200-sweep-16 call7).
 SYM_BLOCK_K = 64
 SYM_STAGES = 3
-# A register cap for them (None: the compiler's choice). Uncapped, a program takes 132 registers x 256 threads,
-# just over half of an SM's 65536, so one program ran per SM (ncu: 1 block per SM, 34.9 waves for 4608 programs on
-# the batch); at 128 two fit, as shared memory (98 KB each) already allowed, and one program's prologue and
-# epilogue overlap the other's main loop, at the cost of a small spill (36 B; 432 B in the launch that also
+# Square 128x128 tiles (two programs per SM under the register cap below) or wide 128x256 tiles (two column
+# blocks: half the row-panel loads per FLOP, as the rectangular products, one program per SM at about 250
+# registers; a wide tile straddling the diagonal computes a block below it and drops it). Wide tiles were 10%
+# faster end to end on 8192x28672 (36031 -> 32480 us), but 6-15% slower on 4096x4096, 4096x14336 and the batch
+# (bench/results/2026-12-04-h200-owed-18 call6): there their grids ran 3 waves against the square tiles' 2 (272
+# wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8. So
+# "by_waves" takes wide tiles where their grid needs no more waves than the square one ("square", "wide": always).
+SYM_TILES = "by_waves"
+SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% faster than 3 (call6)
+# A register cap for the square tiles (None: the compiler's choice). Uncapped, a program takes 132 registers x 256
+# threads, just over half of an SM's 65536, so one program ran per SM (ncu: 1 block per SM, 34.9 waves for 4608
+# programs on the batch); at 128 two fit, as shared memory (98 KB each) already allowed, and one program's prologue
+# and epilogue overlap the other's main loop, at the cost of a small spill (36 B; 432 B in the launch that also
 # writes P_0). Measured: 4-11% faster (the batch most); 4 warps of 255 registers (SYM_WARPS, also two programs
 # per SM) measured the same.
 SYM_MAXNREG = 128
@@ -54,16 +63,19 @@ MM_GROUP = 8
 SYM_GROUP = 8
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
+    sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
-    sym_block=32, sym_block_k=64, sym_group=1, sym_warps=4, sym_stages=1,
+    sym_block=16, sym_block_k=32, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
 _MAX_NORM_PARTIALS = 1024  # partial sums per matrix; consumers reduce them in one vector load
+_SQUARE_PROGRAMS_PER_SM, _WIDE_PROGRAMS_PER_SM = 2, 1  # sm_90 occupancy (tests/test_expert_knobs.py checks them)
+_H200_SMS = 132  # the wave rule's SMs off the GPU: the sm_90 compile report then describes the H200's launches
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,14 +178,14 @@ def _store_tile(c_ptr, tile, offs_i, offs_j, M, stride_cm, stride_cn):
 
 
 @triton.jit
-def _grouped_tile(pid, num_tiles, GROUP: tl.constexpr):
-    """Map a program id onto a tile (ti, tj) of the full num_tiles^2 tile grid.
+def _grouped_tile(pid, num_rows, num_cols, GROUP: tl.constexpr):
+    """Map a program id onto a tile (ti, tj) of the full num_rows x num_cols tile grid.
 
     Tile rows are taken GROUP at a time and a group sweeps all columns, so concurrently running
     programs share a few row panels and a few column panels (L2 reuse)."""
-    width = GROUP * num_tiles
+    width = GROUP * num_cols
     first = (pid // width) * GROUP
-    rows = tl.minimum(num_tiles - first, GROUP)
+    rows = tl.minimum(num_rows - first, GROUP)
     return first + (pid % width) % rows, (pid % width) // rows
 
 
@@ -192,12 +204,12 @@ def _sym_gemm_kernel(
     stride_cb, stride_cm, stride_cn,
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     pid = tl.program_id(0)
     b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
-    ti, tj = _grouped_tile(pid, tl.cdiv(M, BLOCK), GROUP)
+    ti, tj = _grouped_tile(pid, tl.cdiv(M, BLOCK), tl.cdiv(M, BLOCK_N), GROUP)
 
     l_ptr += b.to(tl.int64) * stride_lb
     r_ptr += b.to(tl.int64) * stride_rb
@@ -206,10 +218,10 @@ def _sym_gemm_kernel(
     c2_ptr += b.to(tl.int64) * stride_cb
 
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
-    offs_j = tj * BLOCK + tl.arange(0, BLOCK)
+    offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
                     stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK, BLOCK, BLOCK_K, DOT_PRECISION)
+                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
@@ -269,6 +281,25 @@ def _gemm_kernel(
 # --------------------------------------------------------------------------------------------
 # Launcher.
 # --------------------------------------------------------------------------------------------
+def _num_upper_programs(num_rows, num_cols, ratio, group):
+    """The expert's upper-triangle grid size: its tile rule (below) is kept, so that the tiles are the expert's."""
+    total = 0
+    for first in range(0, num_rows, group):
+        total += min(group, num_rows - first) * (num_cols - first // ratio)
+    return total
+
+
+def _wide_sym_tiles(m, batch, block, sms):
+    """Whether the symmetric products take wide tiles (SYM_TILES): by_waves, where the wide grid's tiles need no
+    more waves at one program per SM than the square grid's at two."""
+    if SYM_TILES != "by_waves":
+        return SYM_TILES == "wide"
+    rows = triton.cdiv(m, block)
+    square = batch * _num_upper_programs(rows, rows, 1, 1)
+    wide = batch * _num_upper_programs(rows, triton.cdiv(m, 2 * block), 2, 1)
+    return triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
+
+
 def _plan_flops(m, n, segments):
     """FLOPs per matrix of a segment plan as the plan rule counts them (a symmetric product at half).
 
@@ -285,7 +316,7 @@ def _segment_plan(m, n):
 
 
 class _Launcher:
-    def __init__(self, x_dtype, batch, m, cfg, partials, num_partials):
+    def __init__(self, x_dtype, device, batch, m, cfg, partials, num_partials):
         self.cfg = cfg
         self.batch = batch
         self.m = m
@@ -295,6 +326,9 @@ class _Launcher:
         # fp32 problems keep full fp32 products (tf32 would be far less accurate than the
         # fp32 reference); half-precision inputs run on bf16/fp16 tensor cores
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
+        sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
+               else _H200_SMS)
+        self.sym_wide = _wide_sym_tiles(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
@@ -303,18 +337,20 @@ class _Launcher:
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
-        nt = triton.cdiv(m, cfg["sym_block"])
-        grid = (nt * nt, self.batch)
+        block_m = cfg["sym_block"]
+        block_n = 2 * block_m if self.sym_wide else block_m
+        rows, cols = triton.cdiv(m, block_m), triton.cdiv(m, block_n)
+        grid = (rows * cols, self.batch)
         _sym_gemm_kernel[grid](
             left, right, dd, out, out2, self.partials,
             m, left.shape[2], self.num_partials,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
             NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
-            BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
+            BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
-            num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages"],
-            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG else {}),
+            num_warps=cfg["sym_warps"], num_stages=cfg["sym_wide_stages" if self.sym_wide else "sym_stages"],
+            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and not self.sym_wide else {}),
         )
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
@@ -362,7 +398,7 @@ def run(G):
         BLOCK=block, num_warps=cfg["norm_warps"],
     )
 
-    launch = _Launcher(g.dtype, batch, m, cfg, partials, num_partials)
+    launch = _Launcher(g.dtype, g.device, batch, m, cfg, partials, num_partials)
     # Square state, stored in the workload dtype (fp32 accumulation): the Gram/state matrix A, a
     # temporary for P A, and three rotating buffers for R = P - a I and the running product Q.
     square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
