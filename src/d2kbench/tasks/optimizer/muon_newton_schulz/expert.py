@@ -63,7 +63,7 @@ SYM_STAGES = 3
 # Square 128x128 tiles (two programs per SM under the register cap below) or wide 128x256 tiles (two column
 # blocks: half the row-panel loads per FLOP, as the rectangular products, one program per SM at about 250
 # registers; a wide tile straddling the diagonal computes a block below it and drops it). Wide tiles were 10%
-# faster end to end on 8192x28672 (36031 -> 32480 us), but 6-15% slower on 4096x4096, 4096x14336 and the batch
+# faster end to end on 8192x28672 (36031 -> 32480 us), but 4-15% slower on 4096x4096, 4096x14336 and the batch
 # (bench/results/2026-12-04-h200-owed-18 call6): there their grids ran 3 waves against the square tiles' 2 (272
 # wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8. So
 # "by_waves" takes wide tiles where their grid needs no more waves than the square one ("square", "wide": always).
