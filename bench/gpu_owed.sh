@@ -5,11 +5,11 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# First the checks to run again after any change to the evaluator or an expert (the replay sets are new: first),
-# then the measurements owed:
-#   muon_groups  the group sizes of muon's grouped tile orders (rectangular 4/8/16, symmetric 4/8)
-#   ncu_muon_batch  two of the batch's short-K symmetric products with every ncu section (stall reasons, pipe
-#               use): what the prologue and epilogue cost where the register cap left them at 44% of SM throughput
+# First the measurement owed:
+#   muon_band  muon's symmetric products with wide tiles off the diagonal band and square ones on it, one launch
+#              (SYM_TILES=band, built in the fourteenth session, not yet run), against by_waves (square tiles on
+#              the 4096 shapes: 2 waves; wide ones would take 3): docs/perf/optimizer.md predicts 5% on 4096x14336
+# then the checks to run again after any change to the evaluator or an expert:
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
 #             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json), judged as the
@@ -29,16 +29,14 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
+once muon_band 150 python3 bench/sweep.py muon_newton_schulz --set SYM_TILES=band --reps 5 --rounds 6 \
+  --json "$R/muon_band.json"
 for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
 done
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py
-once muon_groups 150 python3 bench/sweep.py muon_newton_schulz --set MM_GROUP=4,8,16 --set SYM_GROUP=4,8 --reps 5 \
-  --rounds 6 --json "$R/muon_groups.json"
-once ncu_muon_batch 120 ncu --profile-from-start off --set full -k regex:_sym_gemm_kernel --launch-skip 2 \
-  --launch-count 2 python3 bench/ncu_target.py muon_newton_schulz qwen3_30b_a3b_experts_128x768x2048
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1

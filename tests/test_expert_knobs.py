@@ -21,6 +21,7 @@ KNOBS = [
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and square ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
+    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),  # not yet measured
 ]
 
 
@@ -59,11 +60,13 @@ MUON_OCCUPANCY = [
     ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"), ("SYM_WARPS = 8", "SYM_WARPS = 4")), 2, 1024),
     # wide tiles (8192x28672's, bench/results/2026-12-04-h200-owed-18 call6): uncapped, one program per SM
     ((('SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),), 1, 512),
+    # wide tiles off the diagonal band and square ones on it, one launch: one program per SM (not yet measured)
+    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),), 1, 512),
 ]
 
 
 @pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
-                         ids=["shipped", "uncapped", "four_warps", "wide"])
+                         ids=["shipped", "uncapped", "four_warps", "wide", "band"])
 def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
     """Each setting runs the cpu workloads right, and its sm_90 compile gives the symmetric products (their most
     limited launch) the programs per SM (sm_90 occupancy rules over registers and shared memory) and the spill that
@@ -90,7 +93,6 @@ def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
     square one's (8192x28672: 8 and 8), square where it needs more (4096: 3 against 2; the batch: 12 against 11);
     and the expert's programs per SM that the rule assumes are the ones its compile gives (the test above)."""
     module = load_module(find_task("muon_newton_schulz").expert_path, "test_wave_rule_expert")
-    wide = {(m, batch): module._wide_sym_tiles(m, batch, 128, 132)
-            for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
-    assert wide == {(4096, 1): False, (8192, 1): True, (768, 128): False}
+    tiles = {(m, batch): module._sym_tile_shape(m, batch, 128, 132) for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
+    assert tiles == {(4096, 1): "square", (8192, 1): "wide", (768, 128): "square"}
     assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)

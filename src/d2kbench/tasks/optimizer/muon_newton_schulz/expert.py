@@ -67,6 +67,8 @@ SYM_STAGES = 3
 # (bench/results/2026-12-04-h200-owed-18 call6): there their grids ran 3 waves against the square tiles' 2 (272
 # wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8. So
 # "by_waves" takes wide tiles where their grid needs no more waves than the square one ("square", "wide": always).
+# "band" (not yet measured): wide tiles wholly above the diagonal band and square ones on it, in one launch of one
+# program per SM, which on 4096 should fill the wide grid's last wave (docs/perf/optimizer.md, v4).
 SYM_TILES = "by_waves"
 SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% faster than 3 (call6)
 # A register cap for the square tiles (None: the compiler's choice). Uncapped, a program takes 132 registers x 256
@@ -88,7 +90,7 @@ _CONFIG_LARGE = dict(
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
-    sym_block=16, sym_block_k=32, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
+    sym_block=16, sym_block_k=64, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
@@ -209,25 +211,26 @@ def _store_mirrored(c_ptr, tile, offs_i, offs_j, ti, M, stride_cm, stride_cn, BL
 
 
 @triton.jit
-def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr):
+def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
     """Map a program id onto a tile (ti, tj) on or above the diagonal of a num_rows x num_cols tile grid whose
-    tiles are RATIO row blocks wide (row tile ti starts its upper part at column tile ti // RATIO).
+    tiles are RATIO row blocks wide: row tile ti starts at column tile ti // RATIO, or OFFSET column tiles further
+    right (OFFSET 1: the tiles wholly above the diagonal band).
 
     Tile rows are taken GROUP at a time; a group covers its rows and the columns from its first
-    row's diagonal to the end, column by column, so concurrently running programs share a few row panels
+    row's start to the end, column by column, so concurrently running programs share a few row panels
     and a few column panels (L2 reuse).  Only the diagonal band of a group holds
-    tiles below the diagonal; the caller skips those (tj < ti // RATIO)."""
+    tiles left of their row's start; the caller skips those (tj < ti // RATIO + OFFSET)."""
     first = pid * 0
     start = pid * 0
     rows = tl.minimum(num_rows, GROUP)
-    size = rows * num_cols
+    size = rows * (num_cols - OFFSET)
     while pid >= start + size:
         start += size
         first += GROUP
         rows = tl.minimum(num_rows - first, GROUP)
-        size = rows * (num_cols - first // RATIO)
+        size = rows * (num_cols - first // RATIO - OFFSET)
     local = pid - start
-    return first + local % rows, first // RATIO + local // rows
+    return first + local % rows, first // RATIO + OFFSET + local // rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,31 +239,27 @@ def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexp
 # every square product of the state (all its matrices commute, so every product is symmetric).
 # --------------------------------------------------------------------------------------------
 @triton.jit
-def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
+def _band_tile(q):
+    """Square tile q of the diagonal band that a BAND grid's wide tiles leave: per pair of tile rows (2k, 2k+1)
+    the tiles (2k, 2k), (2k, 2k + 1) and (2k + 1, 2k + 1)."""
+    k = q // 3
+    r = q % 3
+    return 2 * k + (r == 2).to(tl.int32), 2 * k + (r >= 1).to(tl.int32)
+
+
+@triton.jit
+def _sym_tile(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj,
     M, K, num_partials,
-    stride_lb, stride_lm, stride_lk,
-    stride_rb, stride_rk, stride_rn,
-    stride_db, stride_dm, stride_dn,
-    stride_cb, stride_cm, stride_cn,
+    stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
+    """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
+    epilogue and upper, mirrored stores."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
-    pid = tl.program_id(0)
-    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
-    ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK), tl.cdiv(M, BLOCK_N), RATIO, GROUP)
-    if tj < ti // RATIO:
-        return
-
-    l_ptr += b.to(tl.int64) * stride_lb
-    r_ptr += b.to(tl.int64) * stride_rb
-    d_ptr += b.to(tl.int64) * stride_db
-    c_ptr += b.to(tl.int64) * stride_cb
-    c2_ptr += b.to(tl.int64) * stride_cb
-
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
@@ -277,6 +276,54 @@ def _sym_gemm_kernel(
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
         _store_mirrored(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
                         stride_cm, stride_cn, BLOCK, mirror)
+
+
+@triton.jit
+def _sym_gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
+    M, K, num_partials, num_wide,
+    stride_lb, stride_lm, stride_lk,
+    stride_rb, stride_rk, stride_rn,
+    stride_db, stride_dm, stride_dn,
+    stride_cb, stride_cm, stride_cn,
+    alpha, beta, gamma,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
+    BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
+    wholly above the diagonal band and the others the band's square tiles: two code paths in one launch."""
+    RATIO: tl.constexpr = BLOCK_N // BLOCK
+    pid = tl.program_id(0)
+    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
+    l_ptr += b.to(tl.int64) * stride_lb
+    r_ptr += b.to(tl.int64) * stride_rb
+    d_ptr += b.to(tl.int64) * stride_db
+    c_ptr += b.to(tl.int64) * stride_cb
+    c2_ptr += b.to(tl.int64) * stride_cb
+    rows = tl.cdiv(M, BLOCK)
+    if BAND:
+        if pid < num_wide:
+            ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, 1)
+            if tj >= ti // RATIO + 1:
+                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                          alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                          BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+        else:
+            ti, tj = _band_tile(pid - num_wide)
+            if tj < rows:
+                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                          alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                          BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+    else:
+        ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, 0)
+        if tj >= ti // RATIO:
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                      stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -328,23 +375,24 @@ def _gemm_kernel(
 # --------------------------------------------------------------------------------------------
 # Launcher.
 # --------------------------------------------------------------------------------------------
-def _num_upper_programs(num_rows, num_cols, ratio, group):
-    """Programs of _upper_tile's grid: each group of tile rows times its columns from its diagonal on."""
+def _num_upper_programs(num_rows, num_cols, ratio, group, offset=0):
+    """Programs of _upper_tile's grid: each group of tile rows times its columns from its first row's start on."""
     total = 0
     for first in range(0, num_rows, group):
-        total += min(group, num_rows - first) * (num_cols - first // ratio)
+        total += min(group, num_rows - first) * (num_cols - first // ratio - offset)
     return total
 
 
-def _wide_sym_tiles(m, batch, block, sms):
-    """Whether the symmetric products take wide tiles (SYM_TILES): by_waves, where the wide grid's tiles need no
-    more waves at one program per SM than the square grid's at two."""
+def _sym_tile_shape(m, batch, block, sms):
+    """The symmetric products' tiles (SYM_TILES): "square", "wide" or "band"; by_waves takes "wide" where the wide
+    grid's tiles need no more waves at one program per SM than the square grid's at two."""
     if SYM_TILES != "by_waves":
-        return SYM_TILES == "wide"
+        return SYM_TILES
     rows = triton.cdiv(m, block)
     square = batch * _num_upper_programs(rows, rows, 1, 1)
     wide = batch * _num_upper_programs(rows, triton.cdiv(m, 2 * block), 2, 1)
-    return triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
+    fits = triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
+    return "wide" if fits else "square"
 
 
 def _plan_flops(m, n, segments):
@@ -375,7 +423,7 @@ class _Launcher:
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
         sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                else _H200_SMS)
-        self.sym_wide = _wide_sym_tiles(m, batch, cfg["sym_block"], sms)
+        self.sym_tiles = _sym_tile_shape(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
@@ -384,20 +432,24 @@ class _Launcher:
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
-        block_m = cfg["sym_block"]
-        block_n = 2 * block_m if self.sym_wide else block_m
+        block_m, square = cfg["sym_block"], self.sym_tiles == "square"
+        block_n = block_m if square else 2 * block_m
         rows, cols = triton.cdiv(m, block_m), triton.cdiv(m, block_n)
-        grid = (_num_upper_programs(rows, cols, block_n // block_m, cfg["sym_group"]), self.batch)
-        _sym_gemm_kernel[grid](
+        band = self.sym_tiles == "band"
+        programs = _num_upper_programs(rows, cols, block_n // block_m, cfg["sym_group"], offset=int(band))
+        num_wide = programs
+        if band:  # then the band's square tiles: three per pair of tile rows
+            programs += 3 * triton.cdiv(rows, 2)
+        _sym_gemm_kernel[(programs, self.batch)](
             left, right, dd, out, out2, self.partials,
-            m, left.shape[2], self.num_partials,
+            m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
             NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
-            BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
+            BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
-            num_warps=cfg["sym_warps"], num_stages=cfg["sym_wide_stages" if self.sym_wide else "sym_stages"],
-            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and not self.sym_wide else {}),
+            num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
+            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):

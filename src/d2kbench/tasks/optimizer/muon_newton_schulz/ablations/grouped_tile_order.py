@@ -64,7 +64,7 @@ _CONFIG_LARGE = dict(
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
-    sym_block=16, sym_block_k=32, sym_warps=4, sym_stages=1, sym_wide_stages=1,
+    sym_block=16, sym_block_k=64, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_warps=4, mm_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
