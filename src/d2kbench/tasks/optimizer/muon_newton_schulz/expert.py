@@ -437,7 +437,7 @@ class _Launcher:
         rows, cols = triton.cdiv(m, block_m), triton.cdiv(m, block_n)
         band = self.sym_tiles == "band"
         programs = _num_upper_programs(rows, cols, block_n // block_m, cfg["sym_group"], offset=int(band))
-        num_wide = programs
+        num_wide = programs if band else 0  # (0 otherwise, unused: one specialization of the argument)
         if band:  # then the band's square tiles: three per pair of tile rows
             programs += 3 * triton.cdiv(rows, 2)
         _sym_gemm_kernel[(programs, self.batch)](
