@@ -5,6 +5,8 @@ product takes tile (pid // column tiles, pid % column tiles) and the symmetric k
 the upper triangle row by row, with no grouping of tile rows for L2 reuse. Every other design
 property is kept. Expected cost on the H200: more L2 misses on the large rectangular and square
 products, whose panels are re-read from HBM.
+The expert's unmeasured, unshipped `SYM_TILES = "band"` path is left out: the ablation is of the
+shipped configuration.
 """
 
 import torch
