@@ -334,6 +334,10 @@ class Evaluation:
         base = self.slot_bases.setdefault(workload, 1000 * (len(self.slot_bases) + 1))
         return base + index
 
+    def candidate_slots(self, workload: str) -> list[int]:
+        """The candidate's slots of a workload, one per correctness set (the timed rounds move sets between them)."""
+        return [self.slot_id(workload, i) for i in range(self.task.correctness_sets)]
+
     # -- workers --------------------------------------------------------------------------------
     def spawn(self, role: str, scratch: Path | None = None, spool: Path | None = None) -> WorkerProcess:
         """A new worker of `role`, its folders in this evaluation's scratch and spool unless others are given."""
@@ -826,7 +830,7 @@ class Evaluation:
     # -- timing ------------------------------------------------------------------------------------
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
-        slots = [self.slot_id(name, i) for i in range(self.task.correctness_sets)]
+        slots = self.candidate_slots(name)
         fns = [("reference", self.trusted), ("candidate", self.cand)]
         if self.options.expert:
             fns.append(("expert", self.trusted))
@@ -964,8 +968,7 @@ class Evaluation:
                     run.unchecked_graphs = True
                 if replay and replay.holds:  # a failed capture may or may not have written the replay set: again
                     k, index = replay.holds
-                    slots = [self.slot_id(workload.name, i) for i in range(self.task.correctness_sets)]
-                    return self.put_set(workload, slots, k, index) is not None
+                    return self.put_set(workload, self.candidate_slots(workload.name), k, index) is not None
         return True
 
     def check_unaccounted_time(self, workload: Workload, wr: WorkloadResult) -> None:
@@ -1072,18 +1075,18 @@ class Evaluation:
                                     if v is not None]
         wr.fresh_slowdown = [round(v, 3) for v in map(fresh_slowdown, run.fresh_ratio.values()) if v is not None]
         if scored_on_graphs(workload, wr):
-            ratios, first = wr.replay_fresh_slowdown, "first graph replays"
+            ratios, first, others = wr.replay_fresh_slowdown, "first graph replays", "replays"
         else:
-            ratios, first = wr.fresh_slowdown, "first calls"
+            ratios, first, others = wr.fresh_slowdown, "first calls", "calls"
         if not ratios:
             return
         slowdown = statistics.median(ratios)
         if slowdown >= FRESH_SLOWDOWN:
             self.result.add(Failure(
                 "integrity", "input_cache",
-                f"its {first} on input sets it had not seen took {slowdown:.1f}x its {first.split()[-1]} on the "
-                "sets it had seen (the median over the rounds), relative to the reference's: outputs served from a "
-                "cache keyed by the inputs' contents", workload.name))
+                f"its {first} on input sets it had not seen took {slowdown:.1f}x its {others} on the sets it had "
+                "seen (the median over the rounds), relative to the reference's: outputs served from a cache keyed "
+                "by the inputs' contents", workload.name))
 
     def sets_can_move(self, workload: Workload) -> bool:
         """Whether the graph recheck may move the input sets between the slots: only tensors change under a
