@@ -302,24 +302,19 @@ def _sym_gemm_kernel(
     c_ptr += b.to(tl.int64) * stride_cb
     c2_ptr += b.to(tl.int64) * stride_cb
     rows = tl.cdiv(M, BLOCK)
+    band_tile = False  # a square tile of the band (BAND's last programs)
     if BAND:
-        if pid < num_wide:
-            ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, 1)
-            if tj >= ti // RATIO + 1:
-                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
-                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                          alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
-                          BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
-        else:
-            ti, tj = _band_tile(pid - num_wide)
-            if tj < rows:
-                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
-                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                          alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
-                          BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
-    else:
-        ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, 0)
-        if tj >= ti // RATIO:
+        band_tile = pid >= num_wide
+    if band_tile:
+        ti, tj = _band_tile(pid - num_wide)
+        if tj < rows:
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                      stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+    else:  # BAND's wide tiles start one column tile right of the diagonal's
+        ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
+        if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
