@@ -22,6 +22,7 @@ KNOBS = [
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),  # not yet measured
+    ("muon_newton_schulz", "BATCH_CHUNK = None", "BATCH_CHUNK = 1"),  # cpu_batch_f16 (2 matrices) in two passes
 ]
 
 

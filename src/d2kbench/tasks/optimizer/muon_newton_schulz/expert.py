@@ -83,6 +83,10 @@ SYM_WARPS = 8
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
 SYM_GROUP = 8
+# Matrices of a batch per pass over the whole algorithm (None: the whole batch in one pass). Not yet measured: the
+# batch's K=768 products are memory-bound (each launch streams four 151 MB tensors of the 128 matrices through DRAM);
+# a pass over a few matrices keeps their square state in L2 between launches, for more launches.
+BATCH_CHUNK = None
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
@@ -469,8 +473,16 @@ class _Launcher:
 def run(G):
     batched = G.dim() == 3
     g = (G if batched else G.unsqueeze(0)).contiguous()
-    batch, rows, cols = g.shape
     out = torch.empty_like(g)
+    chunk = BATCH_CHUNK or g.shape[0]
+    for start in range(0, g.shape[0], chunk):
+        _orthogonalize(g[start:start + chunk], out[start:start + chunk])
+    return out if batched else out[0]
+
+
+def _orthogonalize(g, out):
+    """out = the five steps on the batch g [batch, rows, cols] (contiguous), one pass over every launch."""
+    batch, rows, cols = g.shape
 
     # Work on the wide orientation (m <= n) through views: the transposed problem reads G and
     # writes the output with swapped strides, no transposed copy is made.
@@ -537,5 +549,3 @@ def run(G):
             launch.gemm(q, x, dst, norm_power=norm_power)  # Q X
             free.append(q)
         x = dst
-
-    return out if batched else out[0]
