@@ -5,13 +5,7 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# First the measurement owed:
-#   muon_band  muon's symmetric products with wide tiles off the diagonal band and square ones on it, one launch
-#              (SYM_TILES=band, built in the fourteenth session, not yet run), against by_waves (square tiles on
-#              the 4096 shapes: 2 waves; wide ones would take 3): docs/perf/optimizer.md predicts 5% on 4096x14336
-#   muon_chunk muon's batch in passes of a few matrices (BATCH_CHUNK, built in the fifteenth session, not yet
-#              run): their square state stays in L2 between the launches of a pass, for more launches per call
-# then the checks to run again after any change to the evaluator or an expert:
+# The checks to run again after any change to the evaluator or an expert:
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
 #             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json), judged as the
@@ -31,10 +25,6 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-once muon_band 150 python3 bench/sweep.py muon_newton_schulz --set SYM_TILES=band --reps 5 --rounds 6 \
-  --json "$R/muon_band.json"
-once muon_chunk 200 python3 bench/sweep.py muon_newton_schulz --workloads qwen3_30b_a3b_experts_128x768x2048 \
-  --set BATCH_CHUNK=None,8,11,12,16,22,32 --set SYM_TILES=by_waves,square --reps 5 --rounds 6 --json "$R/muon_chunk.json"
 for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
 done

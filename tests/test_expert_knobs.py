@@ -18,11 +18,10 @@ KNOBS = [
     ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),  # production tiles: sm_90 compile only
-    # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and square ones on the profile workload
+    # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
-    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),  # not yet measured
-    ("muon_newton_schulz", "BATCH_CHUNK = None", "BATCH_CHUNK = 1"),  # cpu_batch_f16 (2 matrices) in two passes
+    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
 ]
 
 
@@ -53,21 +52,23 @@ def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
 
 
 MUON_OCCUPANCY = [
-    # (replacements, symmetric-product programs per SM, most spill in bytes), for the shipped register cap and its
-    # alternatives swept on the H200 (bench/results/2026-12-04-h200-sweep-17): the cap makes room for two programs,
-    # uncapped 8 warps leave one, 4 warps of 255 registers also fit two.
-    ((), 2, 512),
-    ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"),), 1, 0),
-    ((("SYM_MAXNREG = 128", "SYM_MAXNREG = None"), ("SYM_WARPS = 8", "SYM_WARPS = 4")), 2, 1024),
+    # (replacements, symmetric-product programs per SM, most spill in bytes). As shipped the profile workload
+    # (4096x14336) takes band tiles: wide tiles off the diagonal band and square ones on it, one launch, one program
+    # per SM at the wide path's registers (bench/results/2026-12-04-h200-owed-19 calls 1-2).
+    ((), 1, 512),
     # wide tiles (8192x28672's, bench/results/2026-12-04-h200-owed-18 call6): uncapped, one program per SM
     ((('SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),), 1, 512),
-    # wide tiles off the diagonal band and square ones on it, one launch: one program per SM (not yet measured)
-    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),), 1, 512),
+    # square tiles, the register cap and its alternatives swept on the H200 (bench/results/2026-12-04-h200-sweep-17):
+    # the cap makes room for two programs, uncapped 8 warps leave one, 4 warps of 255 registers also fit two.
+    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),), 2, 512),
+    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "square"'), ("SYM_MAXNREG = 128", "SYM_MAXNREG = None")), 1, 0),
+    ((('SYM_TILES = "by_waves"', 'SYM_TILES = "square"'), ("SYM_MAXNREG = 128", "SYM_MAXNREG = None"),
+      ("SYM_WARPS = 8", "SYM_WARPS = 4")), 2, 1024),
 ]
 
 
 @pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
-                         ids=["shipped", "uncapped", "four_warps", "wide", "band"])
+                         ids=["shipped", "wide", "square", "square_uncapped", "square_four_warps"])
 def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
     """Each setting runs the cpu workloads right, and its sm_90 compile gives the symmetric products (their most
     limited launch) the programs per SM (sm_90 occupancy rules over registers and shared memory) and the spill that
@@ -90,10 +91,11 @@ def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill,
 
 def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
     """The symmetric products' tile rule on the H200's 132 SMs, for the scored shapes it was measured on
-    (bench/results/2026-12-04-h200-owed-18 call6): wide tiles only where their grid needs no more waves than the
-    square one's (8192x28672: 8 and 8), square where it needs more (4096: 3 against 2; the batch: 12 against 11);
-    and the expert's programs per SM that the rule assumes are the ones its compile gives (the test above)."""
+    (bench/results/2026-12-04-h200-owed-18 call6, owed-19 calls 1-2): wide tiles only where their grid needs no more
+    waves than the square one's (8192x28672: 8 and 8), band tiles where it needs more (4096: 3 against 2; the batch:
+    12 against 11); and the expert's programs per SM that the rule assumes are the ones its compile gives (the test
+    above)."""
     module = load_module(find_task("muon_newton_schulz").expert_path, "test_wave_rule_expert")
     tiles = {(m, batch): module._sym_tile_shape(m, batch, 128, 132) for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
-    assert tiles == {(4096, 1): "square", (8192, 1): "wide", (768, 128): "square"}
+    assert tiles == {(4096, 1): "band", (8192, 1): "wide", (768, 128): "band"}
     assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)

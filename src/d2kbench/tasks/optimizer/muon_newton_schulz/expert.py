@@ -65,10 +65,12 @@ SYM_STAGES = 3
 # registers; a wide tile straddling the diagonal computes a block below it and drops it). Wide tiles were 10%
 # faster end to end on 8192x28672 (36031 -> 32480 us), but 4-15% slower on 4096x4096, 4096x14336 and the batch
 # (bench/results/2026-12-04-h200-owed-18 call6): there their grids ran 3 waves against the square tiles' 2 (272
-# wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8. So
-# "by_waves" takes wide tiles where their grid needs no more waves than the square one ("square", "wide": always).
-# "band" (not yet measured): wide tiles wholly above the diagonal band and square ones on it, in one launch of one
-# program per SM, which on 4096 should fill the wide grid's last wave (docs/perf/optimizer.md, v4).
+# wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8.
+# "band": wide tiles wholly above the diagonal band and square ones on it, one launch of one program per SM; it
+# fills the wide grid's last wave: against square tiles 4342 -> 4153 us on 4096x14336, 2351 -> 2285 on 4096x4096,
+# the batch 5076 -> 4992 and 5192 -> 4946; against wide tiles on 8192x28672 1% slower in two runs
+# (bench/results/2026-12-04-h200-owed-19 calls 1-2). So "by_waves" takes wide tiles where their grid needs no more
+# waves than the square one, band tiles elsewhere ("square", "wide", "band": always).
 SYM_TILES = "by_waves"
 SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% faster than 3 (call6)
 # A register cap for the square tiles (None: the compiler's choice). Uncapped, a program takes 132 registers x 256
@@ -83,10 +85,6 @@ SYM_WARPS = 8
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
 SYM_GROUP = 8
-# Matrices of a batch per pass over the whole algorithm (None: the whole batch in one pass). Not yet measured: the
-# batch's K=768 products are memory-bound (each launch streams four 151 MB tensors of the 128 matrices through DRAM);
-# a pass over a few matrices keeps their square state in L2 between launches, for more launches.
-BATCH_CHUNK = None
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
@@ -384,14 +382,14 @@ def _num_upper_programs(num_rows, num_cols, ratio, group, offset=0):
 
 def _sym_tile_shape(m, batch, block, sms):
     """The symmetric products' tiles (SYM_TILES): "square", "wide" or "band"; by_waves takes "wide" where the wide
-    grid's tiles need no more waves at one program per SM than the square grid's at two."""
+    grid's tiles need no more waves at one program per SM than the square grid's at two, "band" elsewhere."""
     if SYM_TILES != "by_waves":
         return SYM_TILES
     rows = triton.cdiv(m, block)
     square = batch * _num_upper_programs(rows, rows, 1, 1)
     wide = batch * _num_upper_programs(rows, triton.cdiv(m, 2 * block), 2, 1)
     fits = triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
-    return "wide" if fits else "square"
+    return "wide" if fits else "band"
 
 
 def _plan_flops(m, n, segments):
@@ -473,16 +471,8 @@ class _Launcher:
 def run(G):
     batched = G.dim() == 3
     g = (G if batched else G.unsqueeze(0)).contiguous()
-    out = torch.empty_like(g)
-    chunk = BATCH_CHUNK or g.shape[0]
-    for start in range(0, g.shape[0], chunk):
-        _orthogonalize(g[start:start + chunk], out[start:start + chunk])
-    return out if batched else out[0]
-
-
-def _orthogonalize(g, out):
-    """out = the five steps on the batch g [batch, rows, cols] (contiguous), one pass over every launch."""
     batch, rows, cols = g.shape
+    out = torch.empty_like(g)
 
     # Work on the wide orientation (m <= n) through views: the transposed problem reads G and
     # writes the output with swapped strides, no transposed copy is made.
@@ -549,3 +539,5 @@ def _orthogonalize(g, out):
             launch.gemm(q, x, dst, norm_power=norm_power)  # Q X
             free.append(q)
         x = dst
+
+    return out if batched else out[0]

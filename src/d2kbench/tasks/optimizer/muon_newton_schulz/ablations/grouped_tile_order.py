@@ -2,11 +2,10 @@
 
 Identical to expert.py except that program ids map to tiles in plain row-major order: the general
 product takes tile (pid // column tiles, pid % column tiles) and the symmetric kernel enumerates
-the upper triangle row by row, with no grouping of tile rows for L2 reuse. Every other design
-property is kept. Expected cost on the H200: more L2 misses on the large rectangular and square
-products, whose panels are re-read from HBM.
-The expert's unmeasured, unshipped `SYM_TILES = "band"` path is left out: the ablation is of the
-shipped configuration.
+the upper triangle (or, with band tiles, the wide tiles above the diagonal band) row by row, with
+no grouping of tile rows for L2 reuse. Every other design property is kept, the tile shapes' rule
+included. Expected cost on the H200: more L2 misses on the large rectangular and square products,
+whose panels are re-read from HBM.
 """
 
 import torch
@@ -47,8 +46,12 @@ SYM_STAGES = 3
 # registers; a wide tile straddling the diagonal computes a block below it and drops it). Wide tiles were 10%
 # faster end to end on 8192x28672 (36031 -> 32480 us), but 4-15% slower on 4096x4096, 4096x14336 and the batch
 # (bench/results/2026-12-04-h200-owed-18 call6): there their grids ran 3 waves against the square tiles' 2 (272
-# wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8. So
-# "by_waves" takes wide tiles where their grid needs no more waves than the square one ("square", "wide": always).
+# wide tiles on 132 SMs against 528 square ones on 264 slots), 12 against 11 on the batch; 8192's ran 8 and 8.
+# "band": wide tiles wholly above the diagonal band and square ones on it, one launch of one program per SM; it
+# fills the wide grid's last wave: against square tiles 4342 -> 4153 us on 4096x14336, 2351 -> 2285 on 4096x4096,
+# the batch 5076 -> 4992 and 5192 -> 4946; against wide tiles on 8192x28672 1% slower in two runs
+# (bench/results/2026-12-04-h200-owed-19 calls 1-2). So "by_waves" takes wide tiles where their grid needs no more
+# waves than the square one, band tiles elsewhere ("square", "wide", "band": always).
 SYM_TILES = "by_waves"
 SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% faster than 3 (call6)
 # A register cap for the square tiles (None: the compiler's choice). Uncapped, a program takes 132 registers x 256
@@ -187,15 +190,16 @@ def _store_mirrored(c_ptr, tile, offs_i, offs_j, ti, M, stride_cm, stride_cn, BL
 
 
 @triton.jit
-def _upper_tile(pid, num_cols, RATIO: tl.constexpr):
+def _upper_tile(pid, num_cols, RATIO: tl.constexpr, OFFSET: tl.constexpr):
     """Map a program id onto a tile (ti, tj) on or above the diagonal of a tile grid whose tiles are RATIO row
-    blocks wide, row by row: row ti holds the tiles (ti, ti // RATIO), ..., (ti, num_cols - 1)."""
+    blocks wide, row by row: row ti holds the tiles (ti, ti // RATIO + OFFSET), ..., (ti, num_cols - 1) (OFFSET 1:
+    the tiles wholly above the diagonal band)."""
     ti = pid * 0
     start = pid * 0
-    while pid >= start + (num_cols - ti // RATIO):
-        start += num_cols - ti // RATIO
+    while pid >= start + (num_cols - ti // RATIO - OFFSET):
+        start += num_cols - ti // RATIO - OFFSET
         ti += 1
-    return ti, ti // RATIO + (pid - start)
+    return ti, ti // RATIO + OFFSET + (pid - start)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,29 +208,27 @@ def _upper_tile(pid, num_cols, RATIO: tl.constexpr):
 # every square product of the state (all its matrices commute, so every product is symmetric).
 # --------------------------------------------------------------------------------------------
 @triton.jit
-def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
+def _band_tile(q):
+    """Square tile q of the diagonal band that a BAND grid's wide tiles leave: per pair of tile rows (2k, 2k+1)
+    the tiles (2k, 2k), (2k, 2k + 1) and (2k + 1, 2k + 1)."""
+    k = q // 3
+    r = q % 3
+    return 2 * k + (r == 2).to(tl.int32), 2 * k + (r >= 1).to(tl.int32)
+
+
+@triton.jit
+def _sym_tile(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj,
     M, K, num_partials,
-    stride_lb, stride_lm, stride_lk,
-    stride_rb, stride_rk, stride_rn,
-    stride_db, stride_dm, stride_dn,
-    stride_cb, stride_cm, stride_cn,
+    stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
+    """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
+    epilogue and upper, mirrored stores."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
-    pid = tl.program_id(0)
-    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
-    ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK_N), RATIO)
-
-    l_ptr += b.to(tl.int64) * stride_lb
-    r_ptr += b.to(tl.int64) * stride_rb
-    d_ptr += b.to(tl.int64) * stride_db
-    c_ptr += b.to(tl.int64) * stride_cb
-    c2_ptr += b.to(tl.int64) * stride_cb
-
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
@@ -243,6 +245,48 @@ def _sym_gemm_kernel(
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
         _store_mirrored(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
                         stride_cm, stride_cn, BLOCK, mirror)
+
+
+@triton.jit
+def _sym_gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
+    M, K, num_partials, num_wide,
+    stride_lb, stride_lm, stride_lk,
+    stride_rb, stride_rk, stride_rn,
+    stride_db, stride_dm, stride_dn,
+    stride_cb, stride_cm, stride_cn,
+    alpha, beta, gamma,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """Upper tiles of BLOCK x BLOCK_N in row-major order. With BAND the first num_wide programs take the wide tiles
+    wholly above the diagonal band and the others the band's square tiles: two code paths in one launch."""
+    RATIO: tl.constexpr = BLOCK_N // BLOCK
+    pid = tl.program_id(0)
+    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
+    l_ptr += b.to(tl.int64) * stride_lb
+    r_ptr += b.to(tl.int64) * stride_rb
+    d_ptr += b.to(tl.int64) * stride_db
+    c_ptr += b.to(tl.int64) * stride_cb
+    c2_ptr += b.to(tl.int64) * stride_cb
+    rows = tl.cdiv(M, BLOCK)
+    band_tile = False  # a square tile of the band (BAND's last programs)
+    if BAND:
+        band_tile = pid >= num_wide
+    if band_tile:
+        ti, tj = _band_tile(pid - num_wide)
+        if tj < rows:
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                      stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+    else:  # BAND's wide tiles start one column tile right of the diagonal's
+        ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK_N), RATIO, BAND)
+        _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                  stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                  alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                  BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,20 +333,21 @@ def _gemm_kernel(
 # --------------------------------------------------------------------------------------------
 # Launcher.
 # --------------------------------------------------------------------------------------------
-def _num_upper_programs(num_rows, num_cols, ratio):
-    """Programs of _upper_tile's grid: each tile row's columns from its diagonal on."""
-    return sum(num_cols - ti // ratio for ti in range(num_rows))
+def _num_upper_programs(num_rows, num_cols, ratio, offset=0):
+    """Programs of _upper_tile's grid: each tile row's columns from its diagonal (plus offset) on."""
+    return sum(num_cols - ti // ratio - offset for ti in range(num_rows))
 
 
-def _wide_sym_tiles(m, batch, block, sms):
-    """Whether the symmetric products take wide tiles (SYM_TILES): by_waves, where the wide grid's tiles need no
-    more waves at one program per SM than the square grid's at two."""
+def _sym_tile_shape(m, batch, block, sms):
+    """The symmetric products' tiles (SYM_TILES): "square", "wide" or "band"; by_waves takes "wide" where the wide
+    grid's tiles need no more waves at one program per SM than the square grid's at two, "band" elsewhere."""
     if SYM_TILES != "by_waves":
-        return SYM_TILES == "wide"
+        return SYM_TILES
     rows = triton.cdiv(m, block)
     square = batch * _num_upper_programs(rows, rows, 1)
     wide = batch * _num_upper_programs(rows, triton.cdiv(m, 2 * block), 2)
-    return triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
+    fits = triton.cdiv(wide, sms * _WIDE_PROGRAMS_PER_SM) <= triton.cdiv(square, sms * _SQUARE_PROGRAMS_PER_SM)
+    return "wide" if fits else "band"
 
 
 def _plan_flops(m, n, segments):
@@ -333,7 +378,7 @@ class _Launcher:
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
         sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                else _H200_SMS)
-        self.sym_wide = _wide_sym_tiles(m, batch, cfg["sym_block"], sms)
+        self.sym_tiles = _sym_tile_shape(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
@@ -342,20 +387,24 @@ class _Launcher:
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
-        block_m = cfg["sym_block"]
-        block_n = 2 * block_m if self.sym_wide else block_m
+        block_m, square = cfg["sym_block"], self.sym_tiles == "square"
+        block_n = block_m if square else 2 * block_m
         rows, cols = triton.cdiv(m, block_m), triton.cdiv(m, block_n)
-        grid = (_num_upper_programs(rows, cols, block_n // block_m), self.batch)
-        _sym_gemm_kernel[grid](
+        band = self.sym_tiles == "band"
+        programs = _num_upper_programs(rows, cols, block_n // block_m, offset=int(band))
+        num_wide = programs if band else 0  # (0 otherwise, unused: one specialization of the argument)
+        if band:  # then the band's square tiles: three per pair of tile rows
+            programs += 3 * triton.cdiv(rows, 2)
+        _sym_gemm_kernel[(programs, self.batch)](
             left, right, dd, out, out2, self.partials,
-            m, left.shape[2], self.num_partials,
+            m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
             NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
-            BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"],
+            BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
-            num_warps=cfg["sym_warps"], num_stages=cfg["sym_wide_stages" if self.sym_wide else "sym_stages"],
-            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and not self.sym_wide else {}),
+            num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
+            **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
 
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):

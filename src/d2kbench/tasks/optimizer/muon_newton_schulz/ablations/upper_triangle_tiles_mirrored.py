@@ -5,8 +5,9 @@ product of the state) compute every tile of the m x m output: the square-product
 covers the full tile grid (in the same grouped order) and each program stores only its own tile,
 with no upper-triangle enumeration and no mirrored store. Every other design property is kept.
 Expected cost on the H200: about twice the FLOPs and reads in the Gram and square products.
-The expert's unmeasured, unshipped `SYM_TILES = "band"` path is left out: the ablation is of the
-shipped configuration.
+The expert's band tiles (wide tiles above the triangle's diagonal band, square ones on it) need a
+triangle: where the expert takes them, this full grid takes square tiles (wide ones where it takes
+wide ones).
 """
 
 import torch
