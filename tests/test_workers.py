@@ -6,6 +6,7 @@ import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -154,3 +155,16 @@ def test_asked_to_exit_a_worker_leaves_by_itself(tmp_path):
     finally:
         worker.close()
     assert worker.fd_req == -1
+
+
+def test_the_candidate_worker_pays_torchs_lazy_imports_before_its_hello():
+    """torch imports torch._dynamo on the first op under a dispatch mode (the op guard): 4-5 s on the H200, which
+    was the candidate's first checked call. `warm_op_guard` (run before the hello) takes it; a fresh process
+    shows that it was not already imported with torch."""
+    code = ("import sys; from d2kbench.evaluate.worker import warm_op_guard; before = 'torch._dynamo' in sys.modules; "
+            "warm_op_guard(); print(before, 'torch._dynamo' in sys.modules)")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH", "")]))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]

@@ -415,6 +415,15 @@ def die_with_parent(evaluator: int) -> None:
         os._exit(1)
 
 
+def warm_op_guard() -> None:
+    """Run one op under the op guard now: torch imports torch._dynamo on the first op dispatched under a
+    TorchDispatchMode, 4-5 s on the H200 (its torch has no cached bytecode for it), which was the candidate's first
+    checked call (bench/diag/first_call_profile.py, bench/results/2026-12-04-h200-owed-19 call6). Before the hello
+    it is paid while the worker starts: beside the trusted worker's start, and off the path when prestarted."""
+    with torch.no_grad(), integrity.OpGuard(poison=False):
+        torch.empty(1).add_(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--role", choices=("candidate", "trusted"), required=True)
@@ -429,6 +438,8 @@ def main() -> None:
         torch.cuda.set_device(torch.device(args.device))
     elif os.environ.get("TRITON_INTERPRET") == "1":
         interp_fp8.install()  # the interpreter's own fp8 casts misround; make them round like the GPU
+    if args.role == "candidate":
+        warm_op_guard()
     serve(args.role, args.fd_in, args.fd_out, args.spool, args.device)
 
 
