@@ -4,9 +4,10 @@
 
 `bench/evaluator_stability.py` sums the requests' seconds by kind (muon's `candidate.call.run` 5-7 s over 16
 checked calls whose GPU work is about 130 ms: bench/results/2026-12-04-h200-owed-19 call3). This wraps the
-parent's `WorkerProcess.request` to keep every request (op, function, slot, seconds, the worker's own stages),
-runs the expert as a candidate three times (cold, then warm with prestarted workers, as an agent's run does) and
-prints the last evaluation's requests, slowest first, with the slot (workload and input set) of each.
+parent's `WorkerProcess.request` to keep every request (op, function, slot, seconds, the worker's own stages) and
+`Evaluation.compare` to keep the parent's comparisons (workload, input set, seconds), runs the expert as a
+candidate three times (cold, then warm with prestarted workers, as an agent's run does) and prints the last
+evaluation's requests, slowest first, with the slot (workload and input set) of each.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import time
 
 from d2kbench.evaluate import workers
-from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, evaluate
 from d2kbench.suite import find_task
 
 LOG: list[dict] = []
@@ -37,6 +38,19 @@ def logged(original):
     return request
 
 
+def logged_compare(original):
+    """The parent's own comparisons, logged as requests of worker "parent" (moe's custom check took 6-8 s of a warm
+    evaluation in bench/results/2026-12-04-h200-owed-19 call6, 0.1-0.4 s before)."""
+    def compare(self, workload, expected_set, outputs, after, strides):
+        start = time.perf_counter()
+        try:
+            return original(self, workload, expected_set, outputs, after, strides)
+        finally:
+            LOG.append({"worker": "parent", "op": "compare", "fn": workload.name, "slot": expected_set,
+                        "at": start - T0[0], "s": time.perf_counter() - start, "stages": {}})
+    return compare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task", default="muon_newton_schulz")
@@ -44,6 +58,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="cpu: the interpreter on the cpu workloads (a smoke run)")
     args = parser.parse_args()
     workers.WorkerProcess.request = logged(workers.WorkerProcess.request)
+    Evaluation.compare = logged_compare(Evaluation.compare)
     task = find_task(args.task)
     options = EvalOptions(prestart=True, device=args.device)
     for i in range(3):
