@@ -91,9 +91,12 @@ def test_task_has_at_least_three_mutants(task_id):
 def test_mutant_fails_its_cpu_workloads(task_id, mutant, tmp_path):
     task = TASKS[task_id]
     source = task.expert_path.read_text()
-    assert source.count(mutant["find"]) == 1, f"mutant {mutant['name']} no longer matches expert.py exactly once"
+    # `setting`: [find, replace] pairs that put the expert on the path the mutant is in (a knob's other value)
+    for find, replace in [(mutant["find"], mutant["replace"]), *mutant.get("setting", [])]:
+        assert source.count(find) == 1, f"mutant {mutant['name']}: {find!r} no longer in expert.py exactly once"
+        source = source.replace(find, replace)
     mutated = tmp_path / "mutant.py"
-    mutated.write_text(source.replace(mutant["find"], mutant["replace"]))
+    mutated.write_text(source)
     result = evaluate(task, mutated, EvalOptions(device="cpu", call_timeout_s=120, fail_fast=True))
     assert result.verdict != "pass", f"mutant {mutant['name']} ({mutant['why']}) passed"
     assert result.verdict in ("incorrect", "integrity", "error", "crash"), result.detail
