@@ -70,9 +70,9 @@ MUON_OCCUPANCY = [
 @pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
                          ids=["shipped", "wide", "square", "square_uncapped", "square_four_warps"])
 def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
-    """Each setting runs the cpu workloads right, and its sm_90 compile gives the symmetric products (their most
-    limited launch) the programs per SM (sm_90 occupancy rules over registers and shared memory) and the spill that
-    were timed."""
+    """Each setting's sm_90 compile gives the symmetric products (their most limited launch) the programs per SM
+    (sm_90 occupancy rules over registers and shared memory) and the spill that were timed. (The tile settings run
+    the cpu workloads in the test above; the interpreter ignores register caps and warp counts.)"""
     task = find_task("muon_newton_schulz")
     source = task.expert_path.read_text()
     for shipped, other in replacements:
@@ -80,9 +80,6 @@ def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill,
         source = source.replace(shipped, other)
     variant = tmp_path / "expert_variant.py"
     variant.write_text(source)
-    if replacements:
-        result = evaluate(task, variant, EvalOptions(device="cpu"))
-        assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     sym = [k for k in compile_report(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
     assert sym and all(k["ok"] for k in sym)
     assert min(k["programs_per_sm"] for k in sym) == programs  # the launches whose registers limit them most
