@@ -84,3 +84,33 @@ def test_output_error_is_relative_rms_for_allclose_and_code_share_for_fp8():
     off = torch.tensor([1.0, 2.0, 4.5, 8.0]).to(torch.float8_e4m3fn)
     assert output_error(spec(compare="fp8"), off, codes) == pytest.approx(0.25)
     assert output_error(spec(compare="exact"), got, expected) is None
+
+
+def test_a_custom_check_runs_on_one_cpu_thread_and_the_count_comes_back(monkeypatch):
+    """moe's check (a custom comparison) runs in the parent beside busy workers, where a team of one thread per core
+    is slowed by any busy core (its parent compare 20x slower on the H200 beside starting workers:
+    bench/results/2026-12-04-h200-owed-19 call6). The evaluation's checks run on one thread, and the caller's
+    thread count comes back."""
+    from d2kbench.evaluate.evaluator import EvalOptions, evaluate
+    from d2kbench.evaluate.taskcode import reference_module
+    from d2kbench.suite import find_task
+
+    task = find_task("moe_align_block_size")
+    reference = reference_module(task)
+    seen = []
+
+    def recording_check(outputs, expected, inputs):
+        seen.append(torch.get_num_threads())
+        return reference_check(outputs, expected, inputs)
+
+    reference_check = reference.check
+    monkeypatch.setattr(reference, "check", recording_check)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        result = evaluate(task, task.expert_path, EvalOptions(device="cpu", workloads=[task.split("cpu")[0].name]))
+        assert result.verdict == "pass", result.detail
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

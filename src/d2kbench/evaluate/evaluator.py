@@ -114,6 +114,21 @@ class EvalOptions:
     fail_fast: bool = False  # stop at the first workload that fails (mutant checks); later ones stay unchecked
 
 
+@contextmanager
+def one_cpu_thread():
+    """torch's CPU ops of this thread on one core: a task's custom check runs in the parent beside busy workers
+    (prestarted ones starting up), and a team of one thread per core is slowed badly by any busy core (moe's
+    check, 3 ms alone: 15 ms beside one importing process with 2 threads on 2 cores, 5 ms with one thread either
+    way; on the H200 its parent compare went from 0.1-0.4 to 6-8 s of an evaluation, bench/results/
+    2026-12-04-h200-owed-19 call6). torch keeps the count per OS thread, so other threads keep theirs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda:0" if torch.cuda.is_available() else "cpu"
@@ -825,7 +840,8 @@ class Evaluation:
         check = getattr(reference_module(self.task), "check", None)
         if check is None:
             raise InfraError(f"task {self.task.id} has a custom comparison but reference.py defines no check()")
-        return check(tuple(got), tuple(expected), tuple(self.inputs[workload.name][expected_set]))
+        with one_cpu_thread():
+            return check(tuple(got), tuple(expected), tuple(self.inputs[workload.name][expected_set]))
 
     # -- timing ------------------------------------------------------------------------------------
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
