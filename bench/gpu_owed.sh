@@ -5,7 +5,8 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert:
+# The checks to run again after any change to the evaluator or an expert (planted first: owed since the fifteenth
+# session's op-guard warm-up; then moe, whose one-thread custom check is not yet measured):
 #   fresh_*   every task's expert three times warm (balanced orders, six rounds of 50 ms batches): every verdict
 #             a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03); for the latency-bound workloads
 #             the replay sets' first replays (`replay-set slowdown`, `fresh_replays` in the json), judged as the
@@ -25,12 +26,12 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
-for t in quant_per_token_group_fp8 moe_align_block_size attn_decode_paged_gqa muon_newton_schulz; do
-  once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
-done
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py
+for t in moe_align_block_size quant_per_token_group_fp8 attn_decode_paged_gqa muon_newton_schulz; do
+  once "fresh_$t" 200 python3 bench/evaluator_stability.py --repeats 3 --prestart --tasks "$t" --json "$R/fresh_$t.json"
+done
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
