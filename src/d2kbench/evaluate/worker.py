@@ -418,7 +418,7 @@ def die_with_parent(evaluator: int) -> None:
 def warm_op_guard() -> None:
     """Run one op under the op guard now: torch imports torch._dynamo on the first op dispatched under a
     TorchDispatchMode, 4-5 s on the H200 (its torch has no cached bytecode for it), which was the candidate's first
-    checked call (bench/diag/first_call_profile.py, bench/results/2026-12-04-h200-owed-19 call6). Before the hello
+    checked call (bench/diag/first_call_profile.py, bench/results/2026-12-04-h200-owed-19 calls 4-5). Before the hello
     it is paid while the worker starts: beside the trusted worker's start, and off the path when prestarted."""
     with torch.no_grad(), integrity.OpGuard(poison=False):
         torch.empty(1).add_(1)
