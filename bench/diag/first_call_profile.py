@@ -1,19 +1,17 @@
 """What the candidate's first checked call does for seconds: muon's took 5.2 s of a 21.4 s warm evaluation (compile
-stage 0.45 s; every later call 0.1 s), bench/results/2026-12-04-h200-owed-19 call5 (`bench/diag/eval_requests.py`).
+stage 0.45 s; every later call 0.1 s), bench/results/2026-12-04-h200-owed-19 call4 (`bench/diag/eval_requests.py`).
 
-    PYTHONPATH=src python3 bench/diag/first_call_profile.py [--task muon_newton_schulz] [--sandbox]
+    PYTHONPATH=src python3 bench/diag/first_call_profile.py [--task muon_newton_schulz]
 
 The candidate is the task's expert behind a wrapper whose first call runs under cProfile and writes the profile's
 top functions (cumulative time) to a file; the task is evaluated twice (the second warm, prestarted workers), and
-the second evaluation's profile is printed. Without `--sandbox` the candidate runs unconfined (it shares the
-trusted worker's Triton cache); with it, confined as always (its profile goes to its own folder, read back from
-there before the folder is removed, so the wrapper writes it to stdout, which lands in the worker's log).
+the second evaluation's profile is printed. The candidate runs unconfined (sandbox off: the wrapper loads the
+expert from the task's folder and writes outside its own), sharing the trusted worker's Triton cache.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -50,15 +48,13 @@ def run(*inputs):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--task", default="muon_newton_schulz")
-    parser.add_argument("--sandbox", action="store_true")
     args = parser.parse_args()
     task = find_task(args.task)
     folder = Path(tempfile.mkdtemp(prefix="d2k-first-call-"))
-    os.chmod(folder, 0o777)  # a sandboxed candidate runs as another uid (its writes outside its folders are denied)
     report = folder / "profile.txt"
     wrapper = folder / "profiled.py"
     wrapper.write_text(WRAPPER.format(expert=str(task.expert_path.resolve()), report=str(report)))
-    options = EvalOptions(prestart=True, sandbox=args.sandbox)
+    options = EvalOptions(prestart=True, sandbox=False)
     for i in range(2):
         report.unlink(missing_ok=True)
         start = time.perf_counter()
@@ -66,7 +62,7 @@ def main() -> None:
         phases = ", ".join(f"{k} {v:.1f}" for k, v in result.phases_s.items())
         runs = {k: round(v, 2) for k, v in result.requests_s.items() if k.startswith("candidate.call")}
         print(f"evaluation {i}: {result.verdict}, {time.perf_counter() - start:.1f} s ({phases}); {runs}", flush=True)
-    print(report.read_text() if report.exists() else "(no profile written: the sandbox denied the file?)")
+    print(report.read_text() if report.exists() else "(no profile written)")
 
 
 if __name__ == "__main__":
