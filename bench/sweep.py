@@ -11,7 +11,7 @@ follows it. Per scored workload
 each variant's outputs are compared with the oracle's under the task's tolerances, and a wrong
 variant is reported, never timed; then the reference, the comparator and every right variant are
 timed in `--rounds` rounds, one batch each per round, the rounds in balanced orders
-(`evaluator.balanced_orders`), and each is reported by the median of its batches with their range.
+(`timing_phase.balanced_orders`), and each is reported by the median of its batches with their range.
 Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls, median; CUDA graph
 replay for latency-bound workloads). With several `--seeds` every workload is
 drawn and timed once per seed in this one process (a seed repeated draws fresh tensors again), which
@@ -36,9 +36,9 @@ import torch
 import triton
 
 from d2kbench.evaluate.compare import compare_output
-from d2kbench.evaluate.evaluator import balanced_orders
 from d2kbench.evaluate.hardware import environment
 from d2kbench.evaluate.timing import HostTimer, Timer, measure_ceilings
+from d2kbench.evaluate.timing_phase import balanced_orders
 from d2kbench.evaluate.worker import as_tuple, load_module, oracle_input
 from d2kbench.suite import find_task, roofline
 

@@ -10,7 +10,7 @@ import types
 import pytest
 import torch
 
-from d2kbench.evaluate import channel, evaluator
+from d2kbench.evaluate import channel, timing_guards
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
 from tests.conftest import StandInCandidate, stand_in_timing
@@ -19,7 +19,7 @@ from tests.conftest import StandInCandidate, stand_in_timing
 @pytest.fixture
 def evaluation(toy_task, monkeypatch, tmp_path):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(timing_guards, "gpu_lock", lambda device: contextlib.nullcontext())
     sets = toy_task.correctness_sets
     ev.expected["n200"] = {i: [torch.full((200,), float(i + 1))] for i in range(sets)}  # each set's own outputs
     ev.inputs["n200"] = {i: [torch.randn(200), torch.randn(200), 1.5] for i in range(sets + 1)}

@@ -7,7 +7,8 @@ import pytest
 
 from d2kbench.evaluate import ipc
 from d2kbench.evaluate.channel import ProtocolError
-from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, Exported, derive_seed, shape_of
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, derive_seed
+from d2kbench.evaluate.transfer import Exported, shape_of
 
 DESC = {"dtype": "float16", "shape": [4, 8], "strides": [8, 1], "type": "Tensor", "ipc": "ab" * 64, "nbytes": 64}
 

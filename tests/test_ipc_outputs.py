@@ -9,9 +9,10 @@ import types
 import pytest
 import torch
 
-from d2kbench.evaluate import channel, evaluator, ipc, worker
-from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, Exported
+from d2kbench.evaluate import channel, ipc, timing_guards, worker
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
+from d2kbench.evaluate.transfer import Exported
 from d2kbench.evaluate.workers import WorkerFault
 from tests.conftest import StandInCandidate
 
@@ -142,7 +143,7 @@ def test_requests_that_return_results_ask_for_them_exported_only_when_the_route_
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
     ev.export_outputs = on
     ev.cand = cand = StandInCandidate()  # its replies are unreadable: each call ends as malformed_result
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(timing_guards, "gpu_lock", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(ev, "start_candidate", lambda spawned=None: True)
     workload = ev.task.workload("n200")
     try:

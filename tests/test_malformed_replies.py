@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from d2kbench.evaluate import evaluator
+from d2kbench.evaluate import timing_guards
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
 from d2kbench.evaluate.workers import WorkerFault
@@ -16,7 +16,7 @@ from tests.conftest import StandInCandidate
 @pytest.fixture
 def evaluation(toy_task, monkeypatch):
     ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(timing_guards, "gpu_lock", lambda device: contextlib.nullcontext())
     monkeypatch.setattr(ev, "start_candidate", lambda spawned=None: True)  # the replacement: not under test
     yield ev
     ev.cand = None

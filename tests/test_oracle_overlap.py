@@ -4,7 +4,7 @@
 import threading
 import time
 
-from d2kbench.evaluate import evaluator
+from d2kbench.evaluate import correctness_phase
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, InfraError, evaluate
 from d2kbench.evaluate.workers import WorkerProcess
 
@@ -34,8 +34,8 @@ def test_the_candidates_checked_calls_run_beside_the_oracle(toy_task, monkeypatc
     oracles = [entry for entry in log if entry[0] == "oracle done"]
     calls = [entry for entry in log if entry[0] == "call"]
     assert len(oracles) == toy_task.correctness_sets + 1
-    assert all(name.startswith(evaluator.ORACLE_THREAD) for _, name, _ in oracles)
-    assert not any(name.startswith(evaluator.ORACLE_THREAD) for _, name, _ in calls)
+    assert all(name.startswith(correctness_phase.ORACLE_THREAD) for _, name, _ in oracles)
+    assert not any(name.startswith(correctness_phase.ORACLE_THREAD) for _, name, _ in calls)
     assert calls[0][2] < oracles[-1][2]  # the first checked call did not wait for the last set's oracle
 
 
@@ -67,7 +67,7 @@ def test_the_trusted_worker_waits_for_the_oracle_thread(toy_task, monkeypatch):
         in_oracle.clear()
 
     def watched(self, message, timeout):
-        if self.role == "trusted" and not threading.current_thread().name.startswith(evaluator.ORACLE_THREAD):
+        if self.role == "trusted" and not threading.current_thread().name.startswith(correctness_phase.ORACLE_THREAD):
             sent.append((f"{message.get('op')}:{message.get('fn', '')}", in_oracle.is_set()))
         return send(self, message, timeout)
 

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
-from d2kbench.evaluate import evaluator
-from d2kbench.evaluate.evaluator import WARMUP_CALLS, EvalOptions, Evaluation, unaccounted_ms
+from d2kbench.evaluate import timing_guards
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import Timing, WorkloadResult
+from d2kbench.evaluate.timing_guards import unaccounted_ms
+from d2kbench.evaluate.timing_phase import WARMUP_CALLS
 
 
 def batch(call_ms: float, reported_ms: float, reps: int, overhead_ms: float) -> tuple[float, list[float], int]:
@@ -82,7 +84,7 @@ def test_the_baselines_largest_overhead_is_the_bar(evaluation):
 
 def test_the_parent_times_each_batch_itself_and_leaves_out_validated_ones(evaluation, monkeypatch):
     """The wall time is the parent's clock around the request, whatever the worker replies."""
-    monkeypatch.setattr(evaluator, "gpu_lock", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(timing_guards, "gpu_lock", lambda device: contextlib.nullcontext())
 
     def slow_request(message, timeout=None):
         time.sleep(0.05)

@@ -5,8 +5,10 @@ from collections import Counter
 
 import pytest
 
-from d2kbench.evaluate.evaluator import FRESH_SLOWDOWN, EvalOptions, Evaluation, balanced_orders
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
+from d2kbench.evaluate.timing_guards import FRESH_SLOWDOWN
+from d2kbench.evaluate.timing_phase import balanced_orders
 from tests.conftest import stand_in_timing
 
 ROUNDS = 5

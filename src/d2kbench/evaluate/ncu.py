@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from d2kbench.evaluate import channel
-from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, gpu_lock
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
+from d2kbench.evaluate.timing_guards import gpu_lock
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task
 

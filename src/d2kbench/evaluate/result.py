@@ -26,6 +26,14 @@ REASONS = {
 }
 
 
+class InfraError(RuntimeError):
+    """A fault of the harness or the GPU itself: never scored against the candidate."""
+
+    def __init__(self, message: str, reason: str = "harness_error"):
+        super().__init__(message)
+        self.reason = reason
+
+
 # The verdict when the sandbox stops a candidate (a limit it ran into, an access it was refused), or the
 # protocol does (a reply it forged).
 SANDBOX_VERDICTS = {  # reason: (verdict, what happened)
@@ -102,7 +110,7 @@ class WorkloadResult:
     # over the reference's same ratio (`integrity/input_cache` where their median is 1.5 or more)
     fresh_slowdown: list[float] = field(default_factory=list)
     # per function, per timed round: its first call on the fresh set (its batch's first timed call) and its other
-    # calls' median (ms; `evaluator.note_first_call`), the raw figures behind `fresh_slowdown`
+    # calls' median (ms; `timing_guards.note_first_call`), the raw figures behind `fresh_slowdown`
     fresh_calls: dict[str, list[dict[str, float]]] = field(default_factory=dict)
     # the same for the graph batches' first replays on each round's replay set (latency-bound workloads), judged in
     # place of `fresh_slowdown` where the graph replays are scored (`Evaluation.check_fresh_sets`)
