@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, hardware, static_scan
+from d2kbench.evaluate import bytecode, channel, hardware, static_scan
 from d2kbench.evaluate.correctness_phase import ORACLE_THREAD, CorrectnessPhase
 from d2kbench.evaluate.prestart import PRESTARTED, remove_folders
 from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, InfraError, WorkloadResult
@@ -100,6 +100,10 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
     env["TRITON_CACHE_DIR"] = os.environ.get("D2K_TRITON_CACHE", str(Path.home() / ".cache" / "d2kbench" / "triton"))
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    cached = bytecode.prefix(env)  # the evaluator's bytecode of the workers' imports, once warm (`bytecode.py`)
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.6's default, stated so 3.9 agrees
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -217,7 +221,8 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
 
     def prestart_key(self) -> tuple:
         """What a prestarted worker must have been started for: the same device, task, sandbox and environment."""
-        return self.device, str(self.task.path), self.options.sandbox, tuple(sorted(self.env.items()))
+        env = {k: v for k, v in self.env.items() if k != "PYTHONPYCACHEPREFIX"}  # a cache warmed since: no matter
+        return self.device, str(self.task.path), self.options.sandbox, tuple(sorted(env.items()))
 
     def take_or_spawn(self, role: str) -> WorkerProcess:
         """The worker an earlier evaluation started for this one (`prestart`), else a new one."""

@@ -512,8 +512,11 @@ def _world_readable(path: Path) -> bool:
 
 
 def _read_roots(plan: Plan) -> list[str]:
-    """Folders the candidate may read: Python's installation and the system's (not the task's)."""
+    """Folders the candidate may read: Python's installation and the system's (not the task's), and the bytecode
+    of the workers' imports (`bytecode.py`, the evaluator's: a uid of its own cannot write it)."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(), *SYSTEM_READ, *_tool_prefixes()}
+    if sys.pycache_prefix:
+        roots.add(sys.pycache_prefix)
     cwd = os.getcwd()
     roots |= {p for p in sys.path if p and os.path.isdir(p) and os.path.abspath(p) != cwd}
     return sorted(r for r in roots if os.path.exists(r))
