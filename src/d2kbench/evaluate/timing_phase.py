@@ -34,6 +34,7 @@ GRAPH_REPLAY_WRONG = (
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
+SUSTAINED_MIN_MS = 1.0  # the shortest call whose batches get `EvalOptions.sustained_ms` of warm-up calls more
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round (`balanced_orders`)
 
 
@@ -221,6 +222,8 @@ class TimingPhase:
             estimate = max(statistics.median(times), 1e-3)
             run.reps[fn] = max(MIN_REPS, len(fn_slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
             run.warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
+            if estimate >= SUSTAINED_MIN_MS:
+                run.warmups[fn] += math.ceil(self.options.sustained_ms / estimate)
             self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
             return True
         run.samples[fn] += times
