@@ -28,7 +28,7 @@ def warm_cache():
 
 def test_the_warm_up_caches_the_workers_imports_and_no_task_code(warm_cache):
     assert bytecode.ready(warm_cache)
-    assert (warm_cache / bytecode.MARKER).read_text() == bytecode.versions()
+    assert bytecode.marker(warm_cache).read_text() == bytecode.versions()
     pycs = [p for p in warm_cache.rglob("*.pyc")]
     torch_init = [p for p in pycs if p.parent.name == "torch" and p.name.startswith("__init__.")]
     assert torch_init, "no bytecode of torch"
@@ -61,11 +61,11 @@ def test_workers_get_the_prefix_only_once_the_cache_is_warm_and_the_evaluators_o
     assert "PYTHONPYCACHEPREFIX" not in worker_env("cpu", tmp_path)
     assert started == [folder]  # the warm-up started once, workers go without meanwhile
     folder.mkdir(mode=0o755)
-    (folder / bytecode.MARKER).write_text(bytecode.versions())
+    bytecode.marker(folder).write_text(bytecode.versions())
     assert worker_env("cpu", tmp_path)["PYTHONPYCACHEPREFIX"] == str(folder)
-    (folder / bytecode.MARKER).write_text("another Python")  # bytecode of other versions: not used
+    bytecode.marker(folder).write_text("another Python")  # a marker that does not name these versions: not used
     assert "PYTHONPYCACHEPREFIX" not in worker_env("cpu", tmp_path)
-    (folder / bytecode.MARKER).write_text(bytecode.versions())
+    bytecode.marker(folder).write_text(bytecode.versions())
     folder.chmod(0o775)  # writable by others: anyone might have planted bytecode in it
     assert "PYTHONPYCACHEPREFIX" not in worker_env("cpu", tmp_path)
 

@@ -21,6 +21,7 @@ read the folder, and the experts must stay hidden from it).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib
 import importlib.metadata
 import os
@@ -31,7 +32,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-MARKER = "complete"  # written last by the warm-up: the versions it compiled for
 # What a worker imports as it starts and as it serves (`worker.main`, the op guard's first op, a Triton compile).
 # Optional ones may be missing on a machine (no CUDA backend): they are skipped.
 IMPORTS = ("d2kbench.evaluate.worker", "d2kbench.evaluate.timing", "d2kbench.evaluate.sandbox")
@@ -60,6 +60,12 @@ def versions() -> str:
     return " | ".join(parts)
 
 
+def marker(folder: Path) -> Path:
+    """The warm-up's last write, naming the versions it compiled for: one per Python and packages, so that the
+    evaluators of several environments share a folder without undoing each other's."""
+    return folder / f"complete-{hashlib.sha256(versions().encode()).hexdigest()[:16]}"
+
+
 def owned_folder(folder: Path) -> bool:
     """A real folder of this uid that no one else may write (so that no other uid planted bytecode in it)."""
     try:
@@ -73,7 +79,7 @@ def owned_folder(folder: Path) -> bool:
 def ready(folder: Path) -> bool:
     """The warm-up has filled `folder` for these versions."""
     try:
-        return owned_folder(folder) and (folder / MARKER).read_text() == versions()
+        return owned_folder(folder) and marker(folder).read_text() == versions()
     except OSError:
         return False
 
@@ -127,9 +133,9 @@ def warm(folder: Path) -> bool:
         from d2kbench.evaluate import worker
 
         worker.warm_op_guard()
-        marker = folder / f".{MARKER}.tmp"
-        marker.write_text(versions())
-        marker.replace(folder / MARKER)
+        written = folder / f".{marker(folder).name}.tmp"
+        written.write_text(versions())
+        written.replace(marker(folder))
     return True
 
 
