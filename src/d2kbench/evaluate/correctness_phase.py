@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +17,14 @@ from d2kbench.evaluate.compare import compare_output, output_error
 from d2kbench.evaluate.result import Failure, InfraError, WorkloadResult
 from d2kbench.evaluate.transfer import shape_of
 from d2kbench.suite import Workload
+
+if TYPE_CHECKING:  # the evaluation that mixes this in
+    from concurrent.futures import Future
+
+    from d2kbench.evaluate.evaluator import EvalOptions
+    from d2kbench.evaluate.result import EvalResult
+    from d2kbench.evaluate.workers import WorkerProcess
+    from d2kbench.suite import Task
 
 ORACLE_THREAD = "d2k-oracle"  # the thread that works out a workload's expected outputs (`prepare_workload`)
 
@@ -37,7 +45,23 @@ def one_cpu_thread():
 
 
 class CorrectnessPhase:
-    """Checking the candidate on every correctness set of a workload (`Evaluation` mixes it in)."""
+    """Checking the candidate on every correctness set of a workload (`Evaluation` mixes it in; it calls the
+    evaluation's `trusted_request`, `make_inputs_request`, `slot_id`, `check_candidate_reply`, `phase` and the
+    value transfer's `pack`, `unpack` and `export_flag`)."""
+
+    # the evaluation's state it reads and sets (`Evaluation.__init__`)
+    task: Task
+    options: EvalOptions
+    device: str
+    trusted: WorkerProcess | None
+    cand: WorkerProcess | None
+    inputs: dict[str, dict[int, list[Any]]]
+    expected: dict[str, dict[int, list[torch.Tensor]]]
+    oracles: dict[str, dict[int, Future]]
+    expected_strides: dict[str, list[list[int]]]
+    derived: dict[str, dict[int, dict[str, float]]]
+    slot_set: dict[str, dict[int, int]]
+    result: EvalResult
 
     def prepare_workload(self, workload: Workload) -> None:
         """Make the input sets in the trusted worker and keep copies; the oracle's outputs for them are worked out

@@ -16,8 +16,11 @@ from d2kbench.evaluate import hardware
 from d2kbench.evaluate.result import Failure, InfraError, WorkloadResult
 from d2kbench.suite import Workload
 
-if TYPE_CHECKING:  # the timing phase imports this module
+if TYPE_CHECKING:  # the timing phase imports this module; the evaluation mixes this in
+    from d2kbench.evaluate.evaluator import EvalOptions
+    from d2kbench.evaluate.result import EvalResult
     from d2kbench.evaluate.timing_phase import TimingRun
+    from d2kbench.evaluate.workers import WorkerProcess
 
 # A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
 CONTENDED_SHARE = 0.8
@@ -105,7 +108,15 @@ def scored_on_graphs(workload: Workload, wr: WorkloadResult) -> bool:
 
 
 class TimingGuards:
-    """The checks around the timed batches (`Evaluation` mixes it in)."""
+    """The checks around the timed batches (`Evaluation` mixes it in; it calls the evaluation's `trusted_request`)."""
+
+    # the evaluation's state it reads and sets (`Evaluation.__init__`)
+    options: EvalOptions
+    device: str
+    cand: WorkerProcess | None
+    ceilings: dict[str, float] | None
+    batch_walls: dict[str, list[tuple[float, list[float], int]]]
+    result: EvalResult
 
     def gpu_locked(self):
         """This evaluation's GPU locked against every other evaluator process's timing (`gpu_lock`)."""

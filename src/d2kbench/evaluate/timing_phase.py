@@ -13,7 +13,7 @@ import secrets
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,6 +23,11 @@ from d2kbench.evaluate.timing_guards import CONTENDED_SHARE, SETTLE_S, note_firs
 from d2kbench.evaluate.transfer import Exported
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Workload, roofline
+
+if TYPE_CHECKING:  # the evaluation that mixes this in
+    from d2kbench.evaluate.evaluator import EvalOptions
+    from d2kbench.evaluate.result import EvalResult
+    from d2kbench.suite import Task
 
 # what a latency-bound workload's graph recheck (`Timer.replay_recheck`) says when its outputs are wrong
 GRAPH_REPLAY_WRONG = (
@@ -99,7 +104,21 @@ def balanced_orders(items: list, rounds: int) -> list[list]:
 
 
 class TimingPhase:
-    """Timing every function of a workload and scoring the candidate (`Evaluation` mixes it in)."""
+    """Timing every function of a workload and scoring the candidate (`Evaluation` mixes it in; it calls the
+    evaluation's `trusted_request`, `candidate_fault`, `candidate_slots`, `slot_id`, `check_candidate_reply`,
+    `malformed_reply`, the correctness phase's `make_set` and `compare`, the guards' checks and the value
+    transfer's `pack`, `unpack` and `export_flag`)."""
+
+    # the evaluation's state it reads and sets (`Evaluation.__init__`)
+    task: Task
+    options: EvalOptions
+    trusted: WorkerProcess | None
+    cand: WorkerProcess | None
+    inputs: dict[str, dict[int, list[Any]]]
+    derived: dict[str, dict[int, dict[str, float]]]
+    slot_set: dict[str, dict[int, int]]
+    batch_walls: dict[str, list[tuple[float, list[float], int]]]
+    result: EvalResult
 
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,6 +18,12 @@ from d2kbench.evaluate import channel, ipc
 from d2kbench.evaluate.result import InfraError
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Workload
+
+if TYPE_CHECKING:  # the evaluation that mixes this in
+    from pathlib import Path
+
+    from d2kbench.evaluate.evaluator import EvalOptions
+    from d2kbench.evaluate.result import EvalResult
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,18 @@ def shape_of(value: Any) -> tuple[int, ...] | None:
 
 
 class ValueTransfer:
-    """The parent side of moving inputs and results between workers (`Evaluation` mixes it in)."""
+    """The parent side of moving inputs and results between workers (`Evaluation` mixes it in; it calls the
+    evaluation's `trusted_request`, `spawn`, `phase` and `malformed_reply`)."""
+
+    # the evaluation's state it reads and sets (`Evaluation.__init__`)
+    options: EvalOptions
+    device: str
+    trusted: WorkerProcess | None
+    cand: WorkerProcess | None
+    export_inputs: bool
+    export_outputs: bool
+    input_files: dict[int, tuple[torch.Tensor, Path]]
+    result: EvalResult
 
     def check_device_inputs(self, cand: WorkerProcess) -> WorkerProcess:
         """Send a probe block device to device before the candidate's code loads; if the route fails there, the
