@@ -3,8 +3,8 @@
     PYTHONPATH=src python3 bench/diag/worker_start.py [--task quant_per_token_group_fp8] [--repeats 2]
 
 In a fresh cache folder: a worker's imports (the op guard's first op included) timed in a new Python without the
-cache and with it once warm; then a cold evaluation of the task's expert (in a process of its own, so nothing is
-imported yet) before the cache is warm (its warm-up starts beside it) and after. Each line: what, seconds.
+cache and with it once warm; then a cold evaluation of the task's expert, correctness only (in a process of its
+own, so nothing is imported yet), before the cache is warm (its warm-up starts beside it) and after.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from d2kbench.evaluate import bytecode
 
 IMPORTS = ("import time; t = time.perf_counter(); from d2kbench.evaluate import worker, timing; "
            "worker.warm_op_guard(); import triton.language; print(time.perf_counter() - t)")
-EVALUATE = ("import json; from d2kbench.suite import find_task; from d2kbench.evaluate.evaluator import evaluate; "
-            "t = find_task({task!r}); r = evaluate(t, t.expert_path); "
+EVALUATE = ("import json; from d2kbench.suite import find_task; "
+            "from d2kbench.evaluate.evaluator import EvalOptions, evaluate; "
+            "t = find_task({task!r}); r = evaluate(t, t.expert_path, EvalOptions(time=False)); "
             "print(json.dumps({{'verdict': r.verdict, 'elapsed_s': r.elapsed_s, 'phases_s': r.phases_s}}))")
 
 
