@@ -21,6 +21,7 @@ read the folder, and the experts must stay hidden from it).
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -49,8 +50,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("D2K_BYTECODE_CACHE") or default)
 
 
+@functools.cache
 def versions() -> str:
-    """What the cached bytecode is valid for: this Python and the torch and Triton it imports."""
+    """What the cached bytecode is valid for: this Python and the torch and Triton it imports (read once: every
+    evaluation asks)."""
     parts = [sys.executable, sys.version.split()[0]]
     for package in ("torch", "triton"):
         try:
