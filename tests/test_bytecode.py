@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from d2kbench.evaluate import bytecode
-from d2kbench.evaluate.evaluator import EvalOptions, evaluate, worker_env
+from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, evaluate, worker_env
 from tests.conftest import PLANTED, ROOT
 
 
@@ -82,3 +82,18 @@ def test_a_confined_candidate_reads_the_cache_but_cannot_plant_bytecode(toy_task
     assert not (warm_cache / "planted_bytecode.pyc").exists()
     expert = evaluate(toy_task, toy_task.expert_path, EvalOptions(device="cpu", workloads=("n77_f16",)))
     assert expert.verdict == "pass", expert.detail
+
+
+def test_a_pair_prestarted_before_the_cache_was_warm_still_serves(toy_task):
+    """Workers started without the prefix run the same code: the cache warming up between two evaluations must not
+    make the next one discard the pair the last one started for it."""
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    try:
+        ev.env.pop("PYTHONPYCACHEPREFIX", None)
+        before = ev.prestart_key()
+        ev.env["PYTHONPYCACHEPREFIX"] = "/somewhere/warm"
+        assert ev.prestart_key() == before
+        ev.env["TRITON_INTERPRET"] = "0"  # any other difference in the environment still tells pairs apart
+        assert ev.prestart_key() != before
+    finally:
+        ev.close()
