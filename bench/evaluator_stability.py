@@ -43,6 +43,8 @@ def main() -> int:
                         help="candidate's worker unconfined (a diagnosis: does the sandbox change its times?)")
     parser.add_argument("--file-outputs", action="store_true",
                         help="results to the parent through spool files (EvalOptions.device_outputs off)")
+    parser.add_argument("--rounds", type=int, default=EvalOptions.rounds,
+                        help="timing rounds, each function's batches once per round (EvalOptions.rounds)")
     parser.add_argument("--batch-ms", type=float, default=EvalOptions.batch_ms,
                         help="target length of one timed batch (EvalOptions.batch_ms)")
     parser.add_argument("--sustained-ms", type=float, default=EvalOptions.sustained_ms,
@@ -59,7 +61,7 @@ def main() -> int:
         runs = []
         options = EvalOptions(sandbox=not args.no_sandbox, device_outputs=not args.file_outputs,
                               device_inputs=not args.file_inputs, prestart=args.prestart, batch_ms=args.batch_ms,
-                              sustained_ms=args.sustained_ms)
+                              rounds=args.rounds, sustained_ms=args.sustained_ms)
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
             r = evaluate(task, task.expert_path, options)
             runs.append(r)
