@@ -57,9 +57,6 @@ def paired_difference(unguided: Sequence[TaskOutcome], guided: Sequence[TaskOutc
     return PairedDifference(pairs[0][0].model, pairs[0][1].config, len(pairs), correctness, log_score)
 
 
-GAP_STATUSES = ("ok", "no_gap", "no_expert", "untimed")
-
-
 @dataclass(frozen=True)
 class GapClosure:
     """Gap closure of one task, or why it is undefined: `no_gap` (the expert is not faster than the

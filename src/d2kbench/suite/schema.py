@@ -154,6 +154,3 @@ class Task:
         if layers != list(LAYERS[: len(layers)]):
             raise ValueError(f"guidance config must be none, L1, L1+L2 or L1+L2+L3, got {config!r}")
         return "\n\n".join(f"## {layer}\n\n{self.guidance[layer]}" for layer in layers)
-
-    def layer_weights(self) -> dict[str, float]:
-        return {layer: sum(p.weight for p in self.rubric if p.layer == layer) for layer in LAYERS}
