@@ -6,7 +6,6 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ import torch
 from d2kbench.evaluate import channel
 from d2kbench.evaluate.worker import Worker
 from d2kbench.evaluate.workers import WorkerProcess
+from tests.conftest import ROOT
 
 
 def test_rotate_moves_input_sets_between_slots_in_place(tmp_path):
@@ -163,7 +163,7 @@ def test_the_candidate_worker_pays_torchs_lazy_imports_before_its_hello():
     shows that it was not already imported with torch."""
     code = ("import sys; from d2kbench.evaluate.worker import warm_op_guard; before = 'torch._dynamo' in sys.modules; "
             "warm_op_guard(); print(before, 'torch._dynamo' in sys.modules)")
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(ROOT / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH", "")]))}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr

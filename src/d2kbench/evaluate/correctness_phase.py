@@ -6,7 +6,7 @@ comparison and verdict is the parent's. A mixin of `evaluator.Evaluation`, whose
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -14,17 +14,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from d2kbench.evaluate.compare import compare_output, output_error
-from d2kbench.evaluate.result import Failure, InfraError, WorkloadResult
+from d2kbench.evaluate.result import EvalResult, Failure, InfraError, WorkloadResult
 from d2kbench.evaluate.transfer import shape_of
-from d2kbench.suite import Workload
+from d2kbench.evaluate.workers import WorkerProcess
+from d2kbench.suite import Task, Workload
 
-if TYPE_CHECKING:  # the evaluation that mixes this in
-    from concurrent.futures import Future
-
+if TYPE_CHECKING:  # the evaluation that mixes this in, and imports this module
     from d2kbench.evaluate.evaluator import EvalOptions
-    from d2kbench.evaluate.result import EvalResult
-    from d2kbench.evaluate.workers import WorkerProcess
-    from d2kbench.suite import Task
 
 ORACLE_THREAD = "d2k-oracle"  # the thread that works out a workload's expected outputs (`prepare_workload`)
 

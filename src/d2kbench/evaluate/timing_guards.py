@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from d2kbench.evaluate import hardware
-from d2kbench.evaluate.result import Failure, InfraError, WorkloadResult
+from d2kbench.evaluate.result import EvalResult, Failure, InfraError, WorkloadResult
+from d2kbench.evaluate.workers import WorkerProcess
 from d2kbench.suite import Workload
 
-if TYPE_CHECKING:  # the timing phase imports this module; the evaluation mixes this in
+if TYPE_CHECKING:  # both import this module: the timing phase, and the evaluation that mixes this in
     from d2kbench.evaluate.evaluator import EvalOptions
-    from d2kbench.evaluate.result import EvalResult
     from d2kbench.evaluate.timing_phase import TimingRun
-    from d2kbench.evaluate.workers import WorkerProcess
 
 # A copy probe below this share of the GPU's measured copy bandwidth means the GPU is shared while timing.
 CONTENDED_SHARE = 0.8

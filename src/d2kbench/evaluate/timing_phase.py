@@ -18,16 +18,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from d2kbench.evaluate import hardware
-from d2kbench.evaluate.result import Failure, Timing, WorkloadResult
+from d2kbench.evaluate.result import EvalResult, Failure, Timing, WorkloadResult
 from d2kbench.evaluate.timing_guards import CONTENDED_SHARE, SETTLE_S, note_first_call, scored_on_graphs
 from d2kbench.evaluate.transfer import Exported
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
-from d2kbench.suite import Workload, roofline
+from d2kbench.suite import Task, Workload, roofline
 
-if TYPE_CHECKING:  # the evaluation that mixes this in
+if TYPE_CHECKING:  # the evaluation that mixes this in, and imports this module
     from d2kbench.evaluate.evaluator import EvalOptions
-    from d2kbench.evaluate.result import EvalResult
-    from d2kbench.suite import Task
 
 # what a latency-bound workload's graph recheck (`Timer.replay_recheck`) says when its outputs are wrong
 GRAPH_REPLAY_WRONG = (

@@ -10,20 +10,18 @@ from __future__ import annotations
 import secrets
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from d2kbench.evaluate import channel, ipc
-from d2kbench.evaluate.result import InfraError
+from d2kbench.evaluate.result import EvalResult, InfraError
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Workload
 
-if TYPE_CHECKING:  # the evaluation that mixes this in
-    from pathlib import Path
-
+if TYPE_CHECKING:  # the evaluation that mixes this in, and imports this module
     from d2kbench.evaluate.evaluator import EvalOptions
-    from d2kbench.evaluate.result import EvalResult
 
 
 @dataclass(frozen=True)
