@@ -106,15 +106,15 @@ def worker_env(device: str, scratch: Path) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("PYTHONPYCACHEPREFIX", None)
-    cached = bytecode.prefix(env)  # the evaluator's bytecode of the workers' imports, once warm (`bytecode.py`)
-    if cached:
-        env["PYTHONPYCACHEPREFIX"] = cached
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.6's default, stated so 3.9 agrees
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
     else:
         env.pop("TRITON_INTERPRET", None)
+    cached = bytecode.prefix(env)  # the evaluator's bytecode of the workers' imports, once warm (`bytecode.py`)
+    if cached:
+        env["PYTHONPYCACHEPREFIX"] = cached
     return env
 
 
