@@ -1,10 +1,13 @@
-"""muon's float64 oracle in its Gram-space form agrees with the five steps taken one by one."""
+"""muon's float64 oracle in its Gram-space form agrees with the five steps taken one by one; the roofline counts the
+least work of the known forms."""
 
 import pytest
 import torch
 
 from d2kbench.evaluate.taskcode import reference_module
-from d2kbench.suite import find_task
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task, roofline
+from d2kbench.suite.schema import Workload
 
 SHAPES = [(48, 112), (80, 40), (2, 40, 52), (3, 64, 200), (200, 700), (96, 150)]
 
@@ -43,3 +46,20 @@ def test_oracle_takes_the_cheaper_form(ref):
     wide = momentum_like((30, 100), seed=4).to(torch.float32)
     assert torch.equal(ref.oracle(G), ref._newton_schulz(G.to(torch.float64), torch.float64))
     assert torch.equal(ref.oracle(wide), ref._newton_schulz_gram(wide.to(torch.float64)))
+
+
+@pytest.mark.parametrize(("m", "n"), [(4096, 4096), (4096, 14336), (8192, 28672), (768, 2048), (1000, 1200)])
+def test_roofline_counts_no_more_work_than_any_plan_takes(m, n):
+    """The task's FLOPs are the least work known (so the speed-of-light fraction cannot pass 1 for a known
+    algorithm): the expert's own count of a single five-step segment, never more than its composed or step-by-step
+    plans, and the step-by-step plan's where the matrix is square."""
+    task = find_task("muon_newton_schulz")
+    expert = load_module(task.expert_path, "muon_expert_for_roofline")
+    workload = Workload(name="w", split="scored", dtype="bfloat16", params={"B": 2, "M": n, "N": m})  # tall
+    _, flops = roofline(task, workload)
+    per_matrix = flops / 2 - 2 * m * n  # less the norm
+    assert per_matrix == expert._plan_flops(m, n, (5,))
+    assert per_matrix <= min(expert._plan_flops(m, n, expert.COMPOSED_SEGMENTS),
+                             expert._plan_flops(m, n, expert.PLAIN_SEGMENTS))
+    if m == n:
+        assert per_matrix == expert._plan_flops(m, n, expert.PLAIN_SEGMENTS)
