@@ -5,7 +5,9 @@
 #
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert, the owed ones first (planted: owed since
+# The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
+# under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md; the last full run of all four
+# tasks is 2026-12-02's, moe's only one since; planted: owed since
 # the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
 # baseline on the same machine):
@@ -19,7 +21,7 @@
 #   worker_start  a worker's imports without bytecode and from the cache, cold evaluations before and after
 #   sustained_muon  muon's speedup spread with EvalOptions.sustained_ms = 100 (against fresh_muon's 0)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
-# Issue 3's kernel figures have their own call: bench/gpu_bench_session.sh.
+# bench/gpu_bench_session.sh runs the same bench and targets in a call of their own, without the rest.
 set -uo pipefail
 budget=${1:-560}
 source "$(dirname "$0")/steps.sh"
@@ -31,6 +33,9 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
 }
+once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
+[ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
+  > /dev/null 2>&1
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py
