@@ -7,7 +7,8 @@
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
 # under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md; the last full run of all four
-# tasks is 2026-12-02's, moe's only one since; planted: owed since
+# tasks is 2026-12-02's, moe's only one since; attn_split_rule: the split count by whole waves against WAVES
+# alone, the 128k sequence's 85% of copy bandwidth at stake; planted: owed since
 # the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
 # baseline on the same machine):
@@ -36,6 +37,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
   > /dev/null 2>&1
+once attn_split_rule 120 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
+  --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py

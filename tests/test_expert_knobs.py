@@ -2,6 +2,7 @@
 whether they ship (bench/sweep.py --set NAME=...), so they must pass the task's checks as they stand."""
 
 import pytest
+import torch
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
 from d2kbench.evaluate.worker import load_module
@@ -15,6 +16,7 @@ KNOBS = [
     # No waves to fill: one split per (sequence, KV head), stage 1 writes the output (qwen3_8b_lvar's path on the
     # H200, which no cpu workload takes as shipped).
     ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
+    ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
     ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),  # production tiles: sm_90 compile only
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),  # production tiles: sm_90 compile only
@@ -96,3 +98,24 @@ def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
     tiles = {(m, batch): module._sym_tile_shape(m, batch, 128, 132) for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
     assert tiles == {(4096, 1): "band", (8192, 1): "wide", (768, 128): "band"}
     assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)
+
+
+def test_attentions_whole_wave_rule_on_the_scored_shapes():
+    """The split counts of the scored workloads on the H200's 132 SMs: the single 128k-token sequence goes from 264
+    splits (2.7 waves at three programs per SM) to 99 (one full wave), llama3_70b from 9 (2.9 waves) to 3 (one),
+    llama3_8b and qwen3_8b_lvar keep theirs; and the programs per SM that the rule assumes are those of the split
+    kernel's sm_90 compile on the profile workload (the 128k sequence)."""
+    task = find_task("attn_decode_paged_gqa")
+    module = load_module(task.expert_path, "test_attention_split_rule")
+    shapes = {"llama3_8b": (64, 8, 4096), "llama3_70b": (16, 8, 32768), "qwen3_8b_lvar": (256, 8, 2048),
+              "qwen3_235b_b1": (1, 4, 131072)}
+    cpu = torch.device("cpu")  # sized as on an H200 (132 SMs)
+    splits = {}
+    for rule in ("waves", "whole_waves"):
+        module.SPLIT_RULE = rule
+        splits[rule] = {name: module._num_splits(b, hkv, length // 16, 16, cpu) for name, (b, hkv, length) in
+                        shapes.items()}
+    assert splits["waves"] == {"llama3_8b": 3, "llama3_70b": 9, "qwen3_8b_lvar": 1, "qwen3_235b_b1": 264}
+    assert splits["whole_waves"] == {"llama3_8b": 3, "llama3_70b": 3, "qwen3_8b_lvar": 1, "qwen3_235b_b1": 99}
+    split = [k for k in compile_report(task, task.expert_path) if k["kernel"] == "_decode_split_kernel"]
+    assert split and all(k["programs_per_sm"] == module.SPLIT_PROGRAMS_PER_SM for k in split)

@@ -19,6 +19,9 @@ programs per SM. Within a sequence each split covers an equal share of its lengt
 whole tiles, so only the sequence's very last tile is partial.
 """
 
+import functools
+from fractions import Fraction
+
 import torch
 import triton
 import triton.language as tl
@@ -68,6 +71,14 @@ KV_HEADS_FASTEST = True
 # 98 us (bench/results/2026-12-04-h200-sweep-16, calls 1 and 2; 16 values per thread: 102 us).
 MERGE_MAX_SPLIT_BLOCK = 64
 MERGE_ELEMS_PER_THREAD = 64
+# How many splits. "waves": enough for WAVES programs per SM (as shipped). "whole_waves": of the split counts up
+# to that many, the one whose grid leaves least of its last wave idle at SPLIT_PROGRAMS_PER_SM resident programs
+# per SM, the fewest splits among equals (fewer partials to write and merge). With equal splits a grid runs in
+# whole waves, so its time goes as ceil(programs / slots) x one split's tokens. The single 128k-token sequence
+# (4 KV heads) takes 264 splits as shipped, 2.7 waves of 64-token-tile programs, 8 tiles each; the rule gives it
+# 99, one full wave. Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
+SPLIT_RULE = "waves"
+SPLIT_PROGRAMS_PER_SM = 3  # the split kernel's sm_90 occupancy: 72 KB of shared memory each (tests check it)
 
 _SM_COUNT = {}
 _DONE_COUNTS = {}
@@ -275,7 +286,17 @@ def _num_splits(batch, kv_heads, max_pages, page, device):
     programs = batch * kv_heads
     want = triton.cdiv(WAVES * _sm_count(device), programs)
     max_tiles = triton.cdiv(max_pages * page, TILE_N)
-    return max(1, min(want, triton.cdiv(max_tiles, MIN_TILES_PER_SPLIT)))
+    most = max(1, min(want, triton.cdiv(max_tiles, MIN_TILES_PER_SPLIT)))
+    if SPLIT_RULE == "waves":
+        return most
+    return _whole_wave_splits(programs, most, SPLIT_PROGRAMS_PER_SM * _sm_count(device))
+
+
+@functools.lru_cache(maxsize=256)  # on the host before the launch, inside the timed call: computed once per shape
+def _whole_wave_splits(programs, most, slots):
+    """The split count s <= most that minimises the time of a grid of programs x s equal splits on `slots`
+    resident programs, ceil(programs s / slots) waves of 1/s of a sequence each; the smallest s among equals."""
+    return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
 def _merge_launch(num_splits, head_dim):
