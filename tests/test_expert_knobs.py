@@ -119,3 +119,14 @@ def test_attentions_whole_wave_rule_on_the_scored_shapes():
     assert splits["whole_waves"] == {"llama3_8b": 3, "llama3_70b": 3, "qwen3_8b_lvar": 1, "qwen3_235b_b1": 99}
     split = [k for k in compile_report(task, task.expert_path) if k["kernel"] == "_decode_split_kernel"]
     assert split and all(k["programs_per_sm"] == module.SPLIT_PROGRAMS_PER_SM for k in split)
+    assert split[0]["grid"] == [4, 1, 264] and split[0]["waves"] == pytest.approx(2.67, abs=0.01)
+
+
+def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
+    """What the compile report says of the rule's launch on the profile workload: 99 splits x 4 KV heads at three
+    programs per SM, exactly one wave on 132 SMs."""
+    task = find_task("attn_decode_paged_gqa")
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(task.expert_path.read_text().replace('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'))
+    split = [k for k in compile_report(task, variant) if k["kernel"] == "_decode_split_kernel"]
+    assert [(k["grid"], k["waves"]) for k in split] == [([4, 1, 99], 1.0)]

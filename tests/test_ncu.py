@@ -12,7 +12,7 @@ from d2kbench.agent.models.base import ToolCall
 from d2kbench.agent.tools import Toolbox, format_compile_report
 from d2kbench.evaluate import ncu
 from d2kbench.evaluate.ncu import KernelSummary, NcuProfile, failure_message, ncu_available, parse_raw_csv
-from d2kbench.evaluate.sm90 import programs_per_sm
+from d2kbench.evaluate.sm90 import launch_shape, programs_per_sm
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault
 
 FIXED = '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",' \
@@ -237,3 +237,23 @@ def test_compile_report_shows_the_programs_per_sm():
     line = format_compile_report([{**REPORT[0], "programs_per_sm": 1, "programs_limited_by": "registers"}],
                                  "n1m").splitlines()[1]
     assert line.endswith("programs per SM=1 (limited by registers)")
+
+
+def test_compile_report_shows_the_grid_and_its_waves():
+    report = {**REPORT[0], "programs_per_sm": 3, "programs_limited_by": "shared memory", "grid": [4, 1, 264],
+              "programs": 1056, "waves": 1056 / 396}
+    line = format_compile_report([report], "n1m").splitlines()[1]
+    assert line.endswith("programs per SM=3 (limited by shared memory); grid=(4, 1, 264): 1056 programs, "
+                         "2.67 waves on 132 SMs")
+
+
+def test_launch_shape_reads_tuples_and_grid_functions():
+    assert launch_shape((4, 1, 264), {}, 3) == {"grid": [4, 1, 264], "programs": 1056, "waves": 1056 / 396}
+    meta = {"n": 1000, "BLOCK": 128}
+    assert launch_shape(lambda m: (triton_cdiv(m["n"], m["BLOCK"]),), meta, None) == {"grid": [8], "programs": 8}
+    assert launch_shape(lambda m: (m["missing"],), meta, 2) == {}  # a grid it cannot read: no grid, no error
+    assert "waves" not in launch_shape((10,), {}, 0)  # a kernel that does not fit on an SM has no waves
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)

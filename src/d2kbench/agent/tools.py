@@ -17,6 +17,7 @@ from d2kbench.agent.models.base import ToolCall
 from d2kbench.evaluate.evaluator import EvalOptions
 from d2kbench.evaluate.ncu import KernelSummary, NcuProfile
 from d2kbench.evaluate.result import EvalResult
+from d2kbench.evaluate.sm90 import H200_SMS
 from d2kbench.suite import Task
 
 SOLUTION = "solution.py"
@@ -254,6 +255,10 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
             if k.get("programs_per_sm") is not None:
                 line += f", programs per SM={k['programs_per_sm']} (limited by {k['programs_limited_by']})"
+            if k.get("grid") is not None:
+                line += f"; grid={tuple(k['grid'])}: {k['programs']} programs"
+                if k.get("waves") is not None:
+                    line += f", {k['waves']:.2f} waves on {H200_SMS} SMs"
         lines[line] = lines.get(line, 0) + 1
     head = f"sm_90 compile report (the kernels solution.py launches on workload {workload}, its shapes and dtype):"
     return "\n".join([head, *(f"{line} [{n} launches]" if n > 1 else line for line, n in lines.items())])

@@ -48,7 +48,7 @@ class CompileCapture:
         capture = self
 
         def jit_run(fn, *args, grid=None, warmup=False, **kwargs):
-            capture.compile(fn, args, kwargs)
+            capture.compile(fn, args, kwargs, grid)
 
         def autotune_run(tuner, *args, **kwargs):
             for config in tuner.configs:
@@ -64,10 +64,8 @@ class CompileCapture:
             cls.run = original
         self._saved.clear()
 
-    def compile(self, fn, args: tuple, kwargs: dict[str, Any]) -> None:
+    def compile(self, fn, args: tuple, kwargs: dict[str, Any], grid: Any = None) -> None:
         import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
 
         options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in kwargs}
         values: dict[str, Any] = {}
@@ -93,9 +91,16 @@ class CompileCapture:
                                   "num_warps": options.get("num_warps", 4), "num_stages": options.get("num_stages", 3),
                                   "triton": triton.__version__}
         key = repr((id(fn), sorted(signature.items()), report["constexprs"], sorted(attrs), sorted(options.items())))
-        if key in self._seen:
-            self.reports.append(dict(self._seen[key]))
-            return
+        if key not in self._seen:
+            self._seen[key] = self._compile(fn, signature, constexprs, attrs, options, report)
+        self.reports.append({**self._seen[key], **launch_shape(grid, values, self._seen[key].get("programs_per_sm"))})
+
+    def _compile(self, fn, signature: dict, constexprs: dict, attrs: dict, options: dict,
+                 report: dict[str, Any]) -> dict[str, Any]:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
         try:
             compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
                                       target=GPUTarget("cuda", self.arch, 32), options=options)
@@ -108,9 +113,27 @@ class CompileCapture:
                     report["registers"], report["num_warps"], report["shared_bytes"])
         except Exception as exc:  # noqa: BLE001 - a compile failure is the report
             report.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:2000]}")
-        self._seen[key] = report
-        self.reports.append(dict(report))
+        return report
 
+
+def launch_shape(grid: Any, arguments: dict[str, Any], per_sm: int | None) -> dict[str, Any]:
+    """The launch's grid, its programs and, where the programs per SM are known, its waves on the H200's SMs: a
+    grid of 2.67 waves leaves a third of its last wave idle (attention's 128k sequence, 264 splits x 4 KV heads at
+    three programs per SM). Nothing where the grid cannot be read (a grid function that fails on these arguments)."""
+    try:
+        dims = tuple(int(d) for d in (grid(arguments) if callable(grid) else grid))
+    except Exception:  # noqa: BLE001 - the report then goes without its grid
+        return {}
+    programs = 1
+    for d in dims:
+        programs *= d
+    shape: dict[str, Any] = {"grid": list(dims), "programs": programs}
+    if per_sm:
+        shape["waves"] = programs / (per_sm * H200_SMS)
+    return shape
+
+
+H200_SMS = 132                  # the SMs a launch's waves are counted on
 
 # Per-SM limits of compute capability 9.0 (the CUDA occupancy calculator's table for the H100/H200).
 SM90_REGISTERS = 65536          # 32-bit registers per SM...
