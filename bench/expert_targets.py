@@ -62,7 +62,8 @@ def expert_ms(workload: dict) -> float:
 
 
 def bytes_floor_us(workload: dict) -> float:
-    """The time the workload's bytes take at the run's measured copy rate (SOL fraction times the time)."""
+    """The workload's roofline floor in the run (SOL fraction times the time): for the tasks held to bandwidth,
+    whose FLOPs are negligible, the time its bytes take at the run's measured copy rate."""
     return workload["sol_fraction"] * expert_ms(workload) * 1e3
 
 

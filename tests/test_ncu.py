@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 import torch
+import triton
 
 from d2kbench.agent import LocalEvalService
 from d2kbench.agent import evalservice as evalservice_module
@@ -250,10 +251,6 @@ def test_compile_report_shows_the_grid_and_its_waves():
 def test_launch_shape_reads_tuples_and_grid_functions():
     assert launch_shape((4, 1, 264), {}, 3) == {"grid": [4, 1, 264], "programs": 1056, "waves": 1056 / 396}
     meta = {"n": 1000, "BLOCK": 128}
-    assert launch_shape(lambda m: (triton_cdiv(m["n"], m["BLOCK"]),), meta, None) == {"grid": [8], "programs": 8}
+    assert launch_shape(lambda m: (triton.cdiv(m["n"], m["BLOCK"]),), meta, None) == {"grid": [8], "programs": 8}
     assert launch_shape(lambda m: (m["missing"],), meta, 2) == {}  # a grid it cannot read: no grid, no error
     assert "waves" not in launch_shape((10,), {}, 0)  # a kernel that does not fit on an SM has no waves
-
-
-def triton_cdiv(a, b):
-    return -(-a // b)
