@@ -19,7 +19,6 @@ KNOBS = [
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
-    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
 ]
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
@@ -28,6 +27,8 @@ SM90_ONLY_KNOBS = [
     ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),
     ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),
+    # the shipped rule's choice on every cpu shape (test_muons_wave_rule_takes_wide_tiles_where_they_were_faster)
+    ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
 ]
 
 
@@ -104,6 +105,11 @@ def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
     module = load_module(find_task("muon_newton_schulz").expert_path, "test_wave_rule_expert")
     tiles = {(m, batch): module._sym_tile_shape(m, batch, 128, 132) for m, batch in [(4096, 1), (8192, 1), (768, 128)]}
     assert tiles == {(4096, 1): "band", (8192, 1): "wide", (768, 128): "band"}
+    # the cpu workloads (tiny configuration, 16-row tiles) all take wide tiles: "wide" is evaluated as shipped there
+    task = find_task("muon_newton_schulz")
+    cpu_shapes = {(min(w.params["M"], w.params["N"]), w.params["B"]) for w in task.workloads if w.split == "cpu"}
+    assert cpu_shapes and {module._sym_tile_shape(m, b, module._CONFIG_TINY["sym_block"], 132)
+                          for m, b in cpu_shapes} == {"wide"}
     assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)
 
 
