@@ -8,7 +8,8 @@
 # The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
 # under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md; the last full run of all four
 # tasks is 2026-12-02's, moe's only one since; attn_split_rule: the split count by whole waves against WAVES
-# alone, the 128k sequence's 85% of copy bandwidth at stake; ncu_*: the profiles of the missed targets;
+# alone, the 128k sequence's 85% of copy bandwidth at stake; quant_persistent: a persistent grid against one
+# program per tile, the column-major 80% at stake; ncu_*: the profiles of the missed targets;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
 # baseline on the same machine):
@@ -39,6 +40,9 @@ once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
   > /dev/null 2>&1
 once attn_split_rule 120 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
   --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
+# The shipped grid twice (PERSISTENT=False under both counts: the rounds' noise) against the persistent one.
+once quant_persistent 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PERSISTENT=False,True \
+  --set PERSISTENT_PROGRAMS_PER_SM=4,8 --reps 30 --rounds 6 --json "$R/quant_persistent.json"
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note): the 128k sequence's
 # split kernel as shipped, and quant's column-major workload, expert and compiled comparator.
 NCU="ncu --profile-from-start off --set full"

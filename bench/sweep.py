@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 import triton
 
+from d2kbench.evaluate import interp_fp8
 from d2kbench.evaluate.compare import compare_output
 from d2kbench.evaluate.hardware import environment
 from d2kbench.evaluate.timing import HostTimer, Timer, measure_ceilings
@@ -139,6 +140,8 @@ def main() -> int:
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
     timer = Timer(device) if on_gpu else HostTimer()
+    if not on_gpu:
+        interp_fp8.install()  # as the evaluator's cpu workers: the interpreter's own fp8 casts misround
     nan = float("nan")  # no ceilings on the CPU: no speed-of-light share
     ceilings = measure_ceilings(device) if on_gpu else {"copy_bytes_per_s": nan, "bf16_flops_per_s": nan}
     env = environment(args.device)

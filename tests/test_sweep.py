@@ -30,6 +30,21 @@ def test_the_sweep_times_every_right_variant_in_every_round(tmp_path):
     assert "WRONG" in proc.stdout and "| cpu_single_t75_e20_bs8 | as shipped |" in proc.stdout
 
 
+def test_the_sweep_checks_fp8_codes_as_the_gpu_rounds_them(tmp_path):
+    """On the cpu the sweep's checks run in its own process: without the evaluator workers' fp8 patch the
+    interpreter's casts misround and every variant of quant's expert, the shipped one too, was called wrong."""
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, "bench/sweep.py", "quant_per_token_group_fp8", "--device", "cpu", "--workloads",
+         "cpu_f32_m45_k384_col", "--set", "PERSISTENT=True", "--reps", "1", "--rounds", "1", "--json", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = {r["variant"]: r for r in json.loads(out.read_text())["records"]}
+    assert not records["as shipped"].get("wrong") and not records["PERSISTENT=True"].get("wrong")
+    assert records["as shipped"]["us"] > 0 and records["PERSISTENT=True"]["us"] > 0
+
+
 def test_the_memcheck_driver_checks_every_workload_it_runs(tmp_path):
     """bench/diag/memcheck_expert.py (the program compute-sanitizer runs on the GPU), on the cpu split."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}

@@ -47,50 +47,45 @@ PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
 # small test inputs still spread over several programs along every axis.
 INTERPRETER_TARGET_PROGRAMS = 8
+# Persistent programs (off): a grid of PERSISTENT_PROGRAMS_PER_SM programs per SM, each walking the
+# tiles at the grid's stride with the next tile's load in flight while it quantises this one,
+# instead of one program per tile (each waits for its load, then exits and a new one is
+# scheduled). What it would attack: the column-major workload's distance from the copy rate
+# (80%, 67.4 us for 229 MB: bench/results/2026-12-04-h200-sweep-16), not the tile shape, whose
+# sweeps were flat. Not yet timed on the H200 (bench/gpu_owed.sh `quant_persistent`).
+# Problems of fewer tiles than that grid (the latency-bound M=8) keep one tile per program.
+PERSISTENT = False
+PERSISTENT_PROGRAMS_PER_SM = 8  # one wave: the persistent kernel takes 96 registers, ten 2-warp programs per SM
+# ...and off the GPU (the tiny device above), few enough that the cpu workloads' programs walk several
+# tiles, ragged tails included (the sm_90 compile report, made off the GPU, shows this grid too).
+INTERPRETER_PERSISTENT_PROGRAMS = 3
 
 _SM_COUNT = {}
 
 
 @triton.jit
-def _quant_group_fp8_kernel(
-    x_ptr,  # [M, K] contiguous, bf16 / fp16 / fp32
-    q_ptr,  # [M, K] contiguous, float8_e4m3fn
-    s_ptr,  # [M, K // GROUP_SIZE] float32, any strides (row- or column-major)
-    n_rows,
-    n_cols,
-    stride_s_row,
-    stride_s_group,
-    eps,
-    GROUP_SIZE: tl.constexpr,  # elements per group (a power of two)
-    BLOCK_M: tl.constexpr,  # rows per tile
-    BLOCK_G: tl.constexpr,  # groups per row per tile
-    POW2_SCALE: tl.constexpr,  # round scales up to a power of two
-):
-    FP8_MAX: tl.constexpr = 448.0
-    groups_per_row = n_cols // GROUP_SIZE
-    # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
-    # (and no grid-dimension limit for very many rows).
-    n_group_blocks = tl.cdiv(groups_per_row, BLOCK_G)
-    pid = tl.program_id(0)
-    pid_m = pid // n_group_blocks
-    pid_g = pid % n_group_blocks
-
+def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
+                  GROUP_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr):
+    """Rows, group columns, element offsets and mask of tile `tile` (tiles in row-major order). A tile index past
+    the last tile has every row out of range, so its mask is empty."""
+    pid_m = tile // n_group_blocks
+    pid_g = tile % n_group_blocks
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # [BLOCK_M]
     gcols = pid_g * BLOCK_G + tl.arange(0, BLOCK_G)  # [BLOCK_G]
     lanes = tl.arange(0, GROUP_SIZE)  # [GROUP_SIZE]
-    row_ok = rows < n_rows
-    group_ok = gcols < groups_per_row
-
     # [BLOCK_M, BLOCK_G, GROUP_SIZE] element offsets; int64 rows so M*K may exceed 2^31. The
     # innermost axis is a whole contiguous group, so loads and stores vectorise (16 bytes).
     row_off = rows.to(tl.int64)[:, None, None] * n_cols
     col_off = (gcols * GROUP_SIZE)[None, :, None] + lanes[None, None, :]
-    offs = row_off + col_off
-    mask = row_ok[:, None, None] & group_ok[None, :, None]
+    mask = (rows < n_rows)[:, None, None] & (gcols < groups_per_row)[None, :, None]
+    return rows, gcols, row_off + col_off, mask
 
-    # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
 
+@triton.jit
+def _quantize_tile(x, rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row, stride_s_row,
+                   stride_s_group, eps, POW2_SCALE: tl.constexpr):
+    """Codes and scales of one loaded tile (x in float32; masked lanes hold 0)."""
+    FP8_MAX: tl.constexpr = 448.0
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
     amax = tl.maximum(tl.max(tl.abs(x), axis=2), eps)  # [BLOCK_M, BLOCK_G]
     scale = tl.math.div_rn(amax, FP8_MAX)
@@ -109,17 +104,73 @@ def _quant_group_fp8_kernel(
     # Scale stores: contiguous along the row (row-major, wide tile) or down the column
     # (column-major, tall tile).
     s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
-    tl.store(s_ptr + s_offs, scale, mask=row_ok[:, None] & group_ok[None, :])
+    tl.store(s_ptr + s_offs, scale, mask=(rows < n_rows)[:, None] & (gcols < groups_per_row)[None, :])
+
+
+@triton.jit
+def _quant_group_fp8_kernel(
+    x_ptr,  # [M, K] contiguous, bf16 / fp16 / fp32
+    q_ptr,  # [M, K] contiguous, float8_e4m3fn
+    s_ptr,  # [M, K // GROUP_SIZE] float32, any strides (row- or column-major)
+    n_rows,
+    n_cols,
+    stride_s_row,
+    stride_s_group,
+    eps,
+    GROUP_SIZE: tl.constexpr,  # elements per group (a power of two)
+    BLOCK_M: tl.constexpr,  # rows per tile
+    BLOCK_G: tl.constexpr,  # groups per row per tile
+    POW2_SCALE: tl.constexpr,  # round scales up to a power of two
+    PERSISTENT: tl.constexpr,  # programs walk tiles at the grid's stride (else one tile per program)
+):
+    groups_per_row = n_cols // GROUP_SIZE
+    # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
+    # (and no grid-dimension limit for very many rows).
+    n_group_blocks = tl.cdiv(groups_per_row, BLOCK_G)
+    pid = tl.program_id(0)
+    rows, gcols, offs, mask = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
+                                            GROUP_SIZE, BLOCK_M, BLOCK_G)
+    # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    if PERSISTENT:
+        # The next tile's load is issued before this tile's arithmetic and stores, so each program keeps a tile
+        # in flight while it works (a one-tile program waits for its load, then exits and a new one starts).
+        n_tiles = tl.cdiv(n_rows, BLOCK_M) * n_group_blocks
+        step = tl.num_programs(0)
+        for tile in range(pid, n_tiles, step):
+            rows_n, gcols_n, offs_n, mask_n = _tile_offsets(tile + step, n_group_blocks, n_rows, n_cols,
+                                                            groups_per_row, GROUP_SIZE, BLOCK_M, BLOCK_G)
+            x_n = tl.load(x_ptr + offs_n, mask=mask_n, other=0.0)
+            _quantize_tile(x.to(tl.float32), rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row,
+                           stride_s_row, stride_s_group, eps, POW2_SCALE)
+            rows, gcols, offs, mask, x = rows_n, gcols_n, offs_n, mask_n, x_n
+    else:
+        _quantize_tile(x.to(tl.float32), rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row,
+                       stride_s_row, stride_s_group, eps, POW2_SCALE)
+
+
+def _sm_count(device):
+    """The device's SMs; None under the interpreter."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else 0
+    if index not in _SM_COUNT:
+        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return _SM_COUNT[index]
 
 
 def _target_programs(device):
     """How many programs the grid should have at least, to fill the device."""
-    if device.type != "cuda":
-        return INTERPRETER_TARGET_PROGRAMS
-    index = device.index if device.index is not None else 0
-    if index not in _SM_COUNT:
-        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return PROGRAMS_PER_SM * _SM_COUNT[index]
+    sms = _sm_count(device)
+    return INTERPRETER_TARGET_PROGRAMS if sms is None else PROGRAMS_PER_SM * sms
+
+
+def _grid_programs(tiles, device):
+    """One program per tile, or with PERSISTENT at most a fixed number per SM."""
+    if not PERSISTENT:
+        return tiles
+    sms = _sm_count(device)
+    return min(tiles, INTERPRETER_PERSISTENT_PROGRAMS if sms is None else PERSISTENT_PROGRAMS_PER_SM * sms)
 
 
 def _tile_shape(n_rows, groups_per_row, column_major, target):
@@ -161,7 +212,7 @@ def run(x, group_size, column_major, ue8m0):
     block_m, block_g = _tile_shape(n_rows, groups_per_row, column_major, _target_programs(x.device))
     tile_elems = block_m * block_g * group_size
     num_warps = max(1, min(MAX_WARPS, tile_elems // ELEMS_PER_WARP))
-    grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g),)
+    grid = (_grid_programs(triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g), x.device),)
     _quant_group_fp8_kernel[grid](
         x,
         q,
@@ -175,6 +226,7 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
+        PERSISTENT=PERSISTENT,
         num_warps=num_warps,
         num_stages=1,
     )
