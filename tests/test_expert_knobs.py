@@ -1,13 +1,20 @@
 """Expert code paths that a tuning knob turns on, kept correct while they are off: the sweep on the H200 decides
 whether they ship (bench/sweep.py --set NAME=...), so they must pass the task's checks as they stand."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
-from tests.conftest import ACCEPTED_SPILLS
+from tests.conftest import ACCEPTED_SPILLS, ROOT
+from tests.test_tasks import DEVICE_TRITON
 
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
@@ -21,6 +28,8 @@ KNOBS = [
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
+    # the composed plan's Q X products of cpu_wide_f32 and cpu_tall_f16 (its second segment) take the TMA kernel
+    ("muon_newton_schulz", "MM_TMA_WS = False", "MM_TMA_WS = True"),
 ]
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
@@ -144,3 +153,65 @@ def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
     variant.write_text(task.expert_path.read_text().replace('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'))
     split = [k for k in compile_report(task, variant) if k["kernel"] == "_decode_split_kernel"]
     assert [(k["grid"], k["waves"]) for k in split] == [([4, 1, 99], 1.0)]
+
+
+TMA_BATCH = """
+import torch
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task
+module = load_module(find_task("muon_newton_schulz").expert_path, "tma_batch_expert")
+gen = torch.Generator().manual_seed(5)
+batch, m, n = 3, 64, 80
+left, right = (torch.randn(shape, generator=gen, dtype=torch.float16) for shape in ((batch, m, m), (batch, m, n)))
+launch = module._Launcher(torch.float16, torch.device("cpu"), batch, m, module._CONFIG_TINY, torch.ones((batch, 1)), 1)
+assert module._tma_ready(left, 32) and module._tma_ready(right, 32)
+outs = {}
+for tma in (False, True):
+    module.MM_TMA_WS = tma
+    outs[tma] = torch.full((batch, m, n), float("nan"), dtype=torch.float16)
+    launch.gemm(left, right, outs[tma])
+assert torch.equal(outs[True], outs[False]), "the TMA kernel differs from _gemm_kernel"
+torch.testing.assert_close(outs[True].float(), left.float() @ right.float(), atol=0.05, rtol=0.01)
+"""
+
+
+def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
+    """The TMA kernel sees a batch as one tall matrix per operand: three matrices, N not a whole number of tiles, three
+    persistent programs walking 18 tiles; its products equal _gemm_kernel's, bit for bit (the same K order). In a
+    process of its own: the interpreter is chosen as the kernels are decorated."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", TMA_BATCH], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+TMA_REPORT = """
+import json, sys, triton
+from d2kbench.evaluate.evaluator import compile_report
+from d2kbench.suite import find_task
+kernels = compile_report(find_task("muon_newton_schulz"), sys.argv[1])
+print(json.dumps([k for k in kernels if k["kernel"] == "_gemm_tma_ws_kernel"]))
+"""
+
+
+@pytest.mark.parametrize("triton_path", ["venv", "device"])
+def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path, tmp_path):
+    """What MM_TMA_WS is for, with this machine's Triton and the H200's: Triton's Hopper warp specialization applied
+    (registers traded between partitions), TMA loads, one persistent program per SM on the profile workload's 132-SM
+    grid, no spill. At 8 warps the kernel compiles without the specialization (host-made descriptors crash it), so
+    a change can lose it silently."""
+    if triton_path == "device" and not DEVICE_TRITON:
+        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
+    source = find_task("muon_newton_schulz").expert_path.read_text()
+    assert source.count("MM_TMA_WS = False") == 1
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True"))
+    paths = [str(Path(DEVICE_TRITON).resolve())] if triton_path == "device" else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
+    done = subprocess.run([sys.executable, "-c", TMA_REPORT, str(variant)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kernels = json.loads(done.stdout.strip().splitlines()[-1])
+    assert kernels, "the composed plan's Q X products did not take the TMA kernel"
+    for k in kernels:
+        assert k["ok"] and k["tma"] and k["warp_specialized"] and k["wgmma"], k
+        assert (k["programs_per_sm"], k["grid"], k.get("spill_store_bytes", 0)) == (1, [132], 0), k

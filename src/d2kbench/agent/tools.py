@@ -46,8 +46,9 @@ TOOLS: list[dict[str, Any]] = [
     _tool("benchmark", "Check and time solution.py on the visible workloads: per workload your time, the PyTorch "
           "reference's time and the speedup."),
     _tool("profile", "Compile every Triton kernel that solution.py launches for sm_90 and report registers, "
-          "spills, shared memory, num_warps, num_stages and whether it uses wgmma; on a GPU, also Nsight Compute "
-          "counters of one call (duration, DRAM and SM throughput, occupancy, top stall reason per kernel)."),
+          "spills, shared memory, num_warps, num_stages and whether it uses wgmma, TMA and warp specialization; "
+          "on a GPU, also Nsight Compute counters of one call (duration, DRAM and SM throughput, occupancy, top "
+          "stall reason per kernel)."),
     _tool("submit", "Submit solution.py as it stands now as your answer. This ends your work on the task."),
 ]
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
@@ -253,6 +254,7 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
             line = (f"{head}: registers={k.get('registers')}, spills store/load={k.get('spill_store_bytes')}/"
                     f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
+            line += ", TMA" * bool(k.get("tma")) + ", warp-specialized" * bool(k.get("warp_specialized"))
             if k.get("programs_per_sm") is not None:
                 line += f", programs per SM={k['programs_per_sm']} (limited by {k['programs_limited_by']})"
             if k.get("grid") is not None:

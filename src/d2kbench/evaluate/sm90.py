@@ -3,7 +3,8 @@
 Inside a worker (without TRITON_INTERPRET), `run(*inputs)` is called with Triton's launch path
 replaced: each launch is turned into `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90,
 32))` with the launch's argument types and constexprs, and nothing executes. The compiled
-kernel's metadata gives registers, spills, shared memory, warps, stages and whether `wgmma` is used.
+kernel's metadata gives registers, spills, shared memory, warps, stages and whether `wgmma`, TMA and warp
+specialization are used.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class CompileCapture:
             md = compiled.metadata
             ptx = compiled.asm.get("ptx", "")
             report.update(ok=True, shared_bytes=int(getattr(md, "shared", 0)), wgmma="wgmma" in ptx,
+                          tma="cp.async.bulk.tensor" in ptx,  # TMA loads or stores
+                          warp_specialized="setmaxnreg" in ptx,  # partitions that trade registers
                           ptx_lines=ptx.count("\n"), **ptxas_info(ptx))
             if "registers" in report:
                 report["programs_per_sm"], report["programs_limited_by"] = programs_per_sm(

@@ -85,15 +85,28 @@ SYM_WARPS = 8
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
 SYM_GROUP = 8
+# The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads (off): one
+# program per SM walks the output tiles; Triton's Hopper warp specialization gives the loads a producer warp that
+# runs ahead into the next tile while the consumer warpgroup does this tile's epilogue, which the one-tile programs
+# (cp.async, 8 warps) serialise. Needs the tensor descriptors made in the kernel (host-made ones crash that pass in
+# Triton 3.6 and 3.9), hence a scratch allocator, and four warps. Operands the descriptors cannot take (a transposed
+# view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
+# 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
+# one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
+# Not yet timed on the H200 (bench/gpu_owed.sh `muon_tma_ws`).
+MM_TMA_WS = False
+MM_TMA_STAGES = 3
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
+    mm_tma_warps=4, mm_tma_stages=MM_TMA_STAGES, mm_tma_programs=None,  # one persistent program per SM
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
     sym_block=16, sym_block_k=64, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
+    mm_tma_warps=4, mm_tma_stages=1, mm_tma_programs=3,  # so that the cpu shapes' programs walk several tiles
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
@@ -369,6 +382,56 @@ def _gemm_kernel(
     tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask)
 
 
+@triton.jit
+def _gemm_tma_ws_kernel(
+    l_ptr, r_ptr, c_ptr, partials_ptr,
+    M, N, K, batch, num_partials,
+    stride_cb, stride_cm, stride_cn,
+    NORM_POWER: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+):
+    """C[b] = norm^-p L[b] @ R[b] for contiguous L [batch, M, K] and R [batch, K, N]: persistent programs over
+    (matrix, tile) in the grouped order of _gemm_kernel, TMA loads, the tile loop warp-specialized.
+
+    The descriptors see the batch as [batch * M, K] and [batch * K, N]: a row tile of L that runs past M reads
+    the next matrix's rows into output rows that are never stored, and K is a whole number of K steps when
+    batch > 1 (the launcher checks), so no K step of R reaches into the next matrix; past the last matrix the
+    descriptors read zeros."""
+    l_desc = tl.make_tensor_descriptor(l_ptr, shape=[batch * M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    r_desc = tl.make_tensor_descriptor(r_ptr, shape=[batch * K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_matrix = num_m * num_n
+    width = GROUP_M * num_n
+    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=False, warp_specialize=True):
+        b = tile // per_matrix
+        t = tile % per_matrix
+        first_m = (t // width) * GROUP_M
+        rows = tl.minimum(num_m - first_m, GROUP_M)
+        tm = first_m + (t % width) % rows
+        tn = (t % width) // rows
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(tl.cdiv(K, BLOCK_K)):
+            lhs = l_desc.load([b * M + tm * BLOCK_M, ki * BLOCK_K])
+            rhs = r_desc.load([b * K + ki * BLOCK_K, tn * BLOCK_N])
+            acc = tl.dot(lhs, rhs, acc, input_precision=DOT_PRECISION)
+        offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
+        scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptr + b.to(tl.int64) * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+                 (acc * scale).to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _tma_ready(t, block_k):
+    """A [batch, rows, cols] operand the TMA kernel can take: contiguous, 16-byte rows and base, and (several
+    matrices) rows a whole number of K steps."""
+    batch, rows, cols = t.shape
+    return (t.is_contiguous() and (cols * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+            and (batch == 1 or rows % block_k == 0))
+
+
 # --------------------------------------------------------------------------------------------
 # Launcher.
 # --------------------------------------------------------------------------------------------
@@ -420,6 +483,8 @@ class _Launcher:
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
         sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                else _H200_SMS)
+        self.sms = sms
+        self.device = device
         self.sym_tiles = _sym_tile_shape(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
@@ -449,10 +514,29 @@ class _Launcher:
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
 
+    def scratch(self, size, alignment, stream):
+        """Global scratch for the tensor descriptors a kernel makes (Triton asks the allocator set for it)."""
+        return torch.empty(size, dtype=torch.int8, device=self.device)
+
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
         """out = norm^-p (alpha left @ right + beta d): the rectangular update."""
         cfg = self.cfg
         M, N, K = out.shape[1], out.shape[2], left.shape[2]
+        if MM_TMA_WS and d is None and alpha == 1.0 and _tma_ready(left, cfg["mm_block_k"]) \
+                and _tma_ready(right, cfg["mm_block_k"]):
+            tiles = self.batch * triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"])
+            programs = min(tiles, cfg["mm_tma_programs"] or self.sms)
+            triton.set_allocator(self.scratch)
+            _gemm_tma_ws_kernel[(programs,)](
+                left, right, out, self.partials,
+                M, N, K, self.batch, self.num_partials,
+                *out.stride(),
+                NORM_POWER=norm_power,
+                BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
+                GROUP_M=cfg["mm_group"], PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+                NUM_PROGRAMS=programs, num_warps=cfg["mm_tma_warps"], num_stages=cfg["mm_tma_stages"],
+            )
+            return
         dd = out if d is None else d
         grid = (triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]), self.batch)
         _gemm_kernel[grid](
