@@ -88,8 +88,9 @@ SYM_GROUP = 8
 # The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads (off): one
 # program per SM walks the output tiles; Triton's Hopper warp specialization gives the loads a producer warp that
 # runs ahead into the next tile while the consumer warpgroup does this tile's epilogue, which the one-tile programs
-# (cp.async, 8 warps) serialise. Needs the tensor descriptors made in the kernel (host-made ones crash that pass in
-# Triton 3.6 and 3.9), hence a scratch allocator, and four warps. Operands the descriptors cannot take (a transposed
+# (cp.async, 8 warps) serialise. Its descriptors are made in the kernel, 2-D: the form both Tritons specialize
+# (host-made and 3-D ones crash 3.9's pass; bench/diag/hopper_ws_compile.py), hence a scratch allocator; and four
+# warps (at eight nothing is specialized). Operands the descriptors cannot take (a transposed
 # view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
 # 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
