@@ -30,6 +30,8 @@ KNOBS = [
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
     # the composed plan's Q X products of cpu_wide_f32 and cpu_tall_f16 (its second segment) take the TMA kernel
     ("muon_newton_schulz", "MM_TMA_WS = False", "MM_TMA_WS = True"),
+    # every symmetric product of cpu_wide_f32 and cpu_tall_f16 but the tall one's first Gram (a transposed view)
+    ("muon_newton_schulz", "SYM_TMA_WS = False", "SYM_TMA_WS = True"),
 ]
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
@@ -172,13 +174,28 @@ for tma in (False, True):
     launch.gemm(left, right, outs[tma])
 assert torch.equal(outs[True], outs[False]), "the TMA kernel differs from _gemm_kernel"
 torch.testing.assert_close(outs[True].float(), left.float() @ right.float(), atol=0.05, rtol=0.01)
+
+# the symmetric products: a state's square with its D term and identity output, and the Gram matrix X X^T
+a = torch.randn((batch, m, m), generator=gen) / 8
+a = (a + a.transpose(1, 2)).half()
+x = torch.randn((batch, m, 128), generator=gen, dtype=torch.float16) / 4  # K = 128: a whole number of K steps
+expect = {"c": 2.0 * a.float() @ a.float() - 3.0 * a.float(), "gram": x.float() @ x.float().transpose(1, 2)}
+expect["c2"] = expect["c"] + 0.5 * torch.eye(m)
+for tma in (False, True):
+    module.SYM_TMA_WS = tma
+    c, c2, gram = (torch.full((batch, m, m), float("nan"), dtype=torch.float16) for _ in range(3))
+    launch.sym(a, a, c, alpha=2.0, d=a, beta=-3.0, identity_out=c2, gamma=0.5)
+    launch.sym(x, x.transpose(1, 2), gram)
+    for name, got in (("c", c), ("c2", c2), ("gram", gram)):
+        torch.testing.assert_close(got.float(), expect[name], atol=0.05, rtol=0.01, msg=f"{name}, tma={tma}")
 """
 
 
-def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
-    """The TMA kernel sees a batch as one tall matrix per operand: three matrices, N not a whole number of tiles, three
-    persistent programs walking 18 tiles; its products equal _gemm_kernel's, bit for bit (the same K order). In a
-    process of its own: the interpreter is chosen as the kernels are decorated."""
+def test_muons_tma_kernels_walk_a_batch_as_the_one_tile_kernels_do():
+    """The TMA kernels see a batch as one tall matrix per operand: three matrices, N not a whole number of tiles, three
+    persistent programs walking 18 tiles; the rectangular products equal _gemm_kernel's bit for bit (the same K
+    order), the symmetric ones (a D term and an identity output; a Gram matrix) match torch as the shipped kernel's
+    do. In a process of its own: the interpreter is chosen as the kernels are decorated."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, "-c", TMA_BATCH], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -189,26 +206,28 @@ import json, sys, triton
 from d2kbench.evaluate.evaluator import compile_report
 from d2kbench.suite import find_task
 kernels = compile_report(find_task("muon_newton_schulz"), sys.argv[1])
-print(json.dumps([k for k in kernels if k["kernel"] == "_gemm_tma_ws_kernel"]))
+print(json.dumps([k for k in kernels if k["kernel"] in ("_gemm_tma_ws_kernel", "_sym_tma_ws_kernel")]))
 """
 
 
 @pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
-def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(tmp_path):
-    """What MM_TMA_WS is for, with the H200's Triton (this machine's compiles it in the knob test above): Triton's
-    Hopper warp specialization applied (registers traded between partitions), TMA loads, one persistent program per
-    SM on the profile workload's 132-SM grid, no spill. At 8 warps the kernel compiles without the specialization
-    (host-made descriptors crash it), so a change can lose it silently."""
+def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(tmp_path):
+    """What MM_TMA_WS and SYM_TMA_WS are for, with the H200's Triton (this machine's compiles them in the knob tests
+    above): Triton's Hopper warp specialization applied (registers traded between partitions), TMA, one persistent
+    program per SM on the profile workload's 132-SM grid, no spill. At 8 warps the kernels compile without the
+    specialization and other descriptor forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a
+    change can lose it silently."""
     source = find_task("muon_newton_schulz").expert_path.read_text()
-    assert source.count("MM_TMA_WS = False") == 1
+    assert source.count("MM_TMA_WS = False") == 1 and source.count("SYM_TMA_WS = False") == 1
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True"))
+    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True").replace("SYM_TMA_WS = False",
+                                                                                       "SYM_TMA_WS = True"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(DEVICE_TRITON).resolve()), str(ROOT / "src")])}
     done = subprocess.run([sys.executable, "-c", TMA_REPORT, str(variant)], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     kernels = json.loads(done.stdout.strip().splitlines()[-1])
-    assert kernels, "the composed plan's Q X products did not take the TMA kernel"
+    assert {k["kernel"] for k in kernels} == {"_gemm_tma_ws_kernel", "_sym_tma_ws_kernel"}, "a TMA kernel not taken"
     for k in kernels:
         assert k["ok"] and k["tma"] and k["warp_specialized"] and k["wgmma"], k
         assert (k["programs_per_sm"], k["grid"], k.get("spill_store_bytes", 0)) == (1, [132], 0), k
