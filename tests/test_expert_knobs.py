@@ -28,10 +28,6 @@ KNOBS = [
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
-    # the composed plan's Q X products of cpu_wide_f32 and cpu_tall_f16 (its second segment) take the TMA kernel
-    ("muon_newton_schulz", "MM_TMA_WS = False", "MM_TMA_WS = True"),
-    # every symmetric product of cpu_wide_f32 and cpu_tall_f16 but the tall one's first Gram (a transposed view)
-    ("muon_newton_schulz", "SYM_TMA_WS = False", "SYM_TMA_WS = True"),
 ]
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
@@ -201,6 +197,25 @@ def test_muons_tma_kernels_walk_a_batch_as_the_one_tile_kernels_do():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def muon_tma_variant(tmp_path):
+    """The muon expert with both TMA kernels on (MM_TMA_WS, SYM_TMA_WS)."""
+    source = find_task("muon_newton_schulz").expert_path.read_text()
+    assert source.count("MM_TMA_WS = False") == 1 and source.count("SYM_TMA_WS = False") == 1
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True").replace("SYM_TMA_WS = False",
+                                                                                       "SYM_TMA_WS = True"))
+    return variant
+
+
+def test_muons_tma_kernels_pass_the_cpu_workloads(tmp_path):
+    """Both knobs at once (one evaluation): on cpu_wide_f32 and cpu_tall_f16 the composed plan's Q X products take
+    the rectangular TMA kernel (the tall one's second only) and every symmetric product the symmetric one (but the
+    tall one's first Gram, a transposed view); cpu_batch_f16 keeps the shipped kernels (m not a whole number of
+    tiles). Each kernel alone is checked on a batch in the test above."""
+    result = evaluate(find_task("muon_newton_schulz"), muon_tma_variant(tmp_path), EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+
+
 TMA_REPORT = """
 import json, sys, triton
 from d2kbench.evaluate.evaluator import compile_report
@@ -210,21 +225,18 @@ print(json.dumps([k for k in kernels if k["kernel"] in ("_gemm_tma_ws_kernel", "
 """
 
 
-@pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
-def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(tmp_path):
-    """What MM_TMA_WS and SYM_TMA_WS are for, with the H200's Triton (this machine's compiles them in the knob tests
-    above): Triton's Hopper warp specialization applied (registers traded between partitions), TMA, one persistent
-    program per SM on the profile workload's 132-SM grid, no spill. At 8 warps the kernels compile without the
-    specialization and other descriptor forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a
-    change can lose it silently."""
-    source = find_task("muon_newton_schulz").expert_path.read_text()
-    assert source.count("MM_TMA_WS = False") == 1 and source.count("SYM_TMA_WS = False") == 1
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True").replace("SYM_TMA_WS = False",
-                                                                                       "SYM_TMA_WS = True"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(DEVICE_TRITON).resolve()), str(ROOT / "src")])}
-    done = subprocess.run([sys.executable, "-c", TMA_REPORT, str(variant)], env=env, capture_output=True, text=True,
-                          timeout=600)
+@pytest.mark.parametrize("triton_path", ["venv", "device"])
+def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(triton_path, tmp_path):
+    """What MM_TMA_WS and SYM_TMA_WS are for, with this machine's Triton and the H200's: Triton's Hopper warp
+    specialization applied (registers traded between partitions), TMA, one persistent program per SM on the profile
+    workload's 132-SM grid, no spill. At 8 warps the kernels compile without the specialization and other descriptor
+    forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a change can lose it silently."""
+    if triton_path == "device" and not DEVICE_TRITON:
+        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
+    paths = [str(Path(DEVICE_TRITON).resolve())] if triton_path == "device" else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
+    done = subprocess.run([sys.executable, "-c", TMA_REPORT, str(muon_tma_variant(tmp_path))], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     kernels = json.loads(done.stdout.strip().splitlines()[-1])
     assert {k["kernel"] for k in kernels} == {"_gemm_tma_ws_kernel", "_sym_tma_ws_kernel"}, "a TMA kernel not taken"
