@@ -1,11 +1,9 @@
 """Expert code paths that a tuning knob turns on, kept correct while they are off: the sweep on the H200 decides
 whether they ship (bench/sweep.py --set NAME=...), so they must pass the task's checks as they stand."""
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +12,7 @@ from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
 from tests.conftest import ACCEPTED_SPILLS, ROOT
-from tests.test_tasks import DEVICE_TRITON
+from tests.test_tasks import DEVICE_TRITON, compile_report_with
 
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
@@ -216,15 +214,6 @@ def test_muons_tma_kernels_pass_the_cpu_workloads(tmp_path):
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
 
 
-TMA_REPORT = """
-import json, sys, triton
-from d2kbench.evaluate.evaluator import compile_report
-from d2kbench.suite import find_task
-kernels = compile_report(find_task("muon_newton_schulz"), sys.argv[1])
-print(json.dumps([k for k in kernels if k["kernel"] in ("_gemm_tma_ws_kernel", "_sym_tma_ws_kernel")]))
-"""
-
-
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
 def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(triton_path, tmp_path):
     """What MM_TMA_WS and SYM_TMA_WS are for, with this machine's Triton and the H200's: Triton's Hopper warp
@@ -233,12 +222,9 @@ def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(triton_path, 
     forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a change can lose it silently."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    paths = [str(Path(DEVICE_TRITON).resolve())] if triton_path == "device" else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
-    done = subprocess.run([sys.executable, "-c", TMA_REPORT, str(muon_tma_variant(tmp_path))], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    kernels = json.loads(done.stdout.strip().splitlines()[-1])
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz",
+                                 muon_tma_variant(tmp_path))
+    kernels = [k for k in report["kernels"] if k["kernel"] in ("_gemm_tma_ws_kernel", "_sym_tma_ws_kernel")]
     assert {k["kernel"] for k in kernels} == {"_gemm_tma_ws_kernel", "_sym_tma_ws_kernel"}, "a TMA kernel not taken"
     for k in kernels:
         assert k["ok"] and k["tma"] and k["warp_specialized"] and k["wgmma"], k

@@ -55,8 +55,21 @@ import json, sys, triton
 from d2kbench.evaluate.evaluator import compile_report
 from d2kbench.suite import find_task
 task = find_task(sys.argv[1])
-print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, task.expert_path)}))
+candidate = sys.argv[2] if len(sys.argv) > 2 else task.expert_path
+print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, candidate)}))
 """
+
+
+def compile_report_with(triton_path: str | None, task_id: str, candidate: Path | None = None) -> dict:
+    """compile_report of a task's expert (or `candidate`) in a process whose Triton is the one installed at
+    `triton_path` (None: the venv's), and that Triton's version."""
+    # absolute: the workers that compile run in folders of their own
+    paths = [str(Path(triton_path).resolve())] if triton_path else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
+    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id, *([str(candidate)] if candidate else [])],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
@@ -65,12 +78,7 @@ def test_expert_compiles_with_the_devices_triton(task_id):
     """Every expert kernel compiles for sm_90 with the Triton the H200 has, not only with this machine's: muon's
     flattened persistent kernel compiled with 3.9 and failed in 3.6's loop fusion on the device
     (bench/results/2026-12-04-h200-owed-18 call2)."""
-    # absolute: the workers that compile run in folders of their own
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(DEVICE_TRITON).resolve()), str(ROOT / "src")])}
-    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = compile_report_with(DEVICE_TRITON, task_id)
     assert report["triton"].startswith(DEVICE_TRITON_VERSION), report["triton"]
     assert report["kernels"], "the expert launched no Triton kernel"
     assert {k["triton"] for k in report["kernels"]} == {report["triton"]}  # the workers' Triton too

@@ -20,27 +20,20 @@ from d2kbench.evaluate.sm90 import ptxas_info
 
 
 @triton.jit
-def host_descriptors(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def host_descriptors(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                     B_TRANSPOSED: tl.constexpr):
+    """Descriptors made on the host; B_TRANSPOSED: B given as [N, K] rows, its tile transposed for the dot (the
+    textbook TMA GEMM's layout)."""
     num_n = tl.cdiv(N, BN)
     for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, 132, warp_specialize=True):
         pm, pn = tile // num_n, tile % num_n
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for ki in range(tl.cdiv(K, BK)):
-            acc = tl.dot(a_desc.load([pm * BM, ki * BK]), b_desc.load([ki * BK, pn * BN]), acc)
-        offs_m, offs_n = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN)
-        tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16))
-
-
-@triton.jit
-def host_descriptors_b_transposed(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                                  BK: tl.constexpr):
-    """B given as [N, K] rows, its tile transposed for the dot (the textbook TMA GEMM's layout)."""
-    num_n = tl.cdiv(N, BN)
-    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BM) * num_n, 132, warp_specialize=True):
-        pm, pn = tile // num_n, tile % num_n
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for ki in range(tl.cdiv(K, BK)):
-            acc = tl.dot(a_desc.load([pm * BM, ki * BK]), b_desc.load([pn * BN, ki * BK]).T, acc)
+            if B_TRANSPOSED:
+                b = b_desc.load([pn * BN, ki * BK]).T
+            else:
+                b = b_desc.load([ki * BK, pn * BN])
+            acc = tl.dot(a_desc.load([pm * BM, ki * BK]), b, acc)
         offs_m, offs_n = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN)
         tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16))
 
@@ -121,13 +114,18 @@ def symmetric_descriptor_stores(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, 
 
 
 POINTERS = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"}
-FORMS = [  # (kernel, argument types, tile N, warps)
-    (host_descriptors_b_transposed, {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": "tensordesc<bf16[256, 64]>",
-                                     "c_ptr": "*bf16"}, 256, 4),
-    (host_descriptors, {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": "tensordesc<bf16[64, 256]>",
-                        "c_ptr": "*bf16"}, 256, 4),
-    (host_descriptors, {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": "tensordesc<bf16[64, 256]>",
-                        "c_ptr": "*bf16"}, 256, 8),
+
+
+def host(b_block: str, transposed: bool) -> dict:
+    """host_descriptors' argument types and its B_TRANSPOSED."""
+    return {"a_desc": "tensordesc<bf16[128, 64]>", "b_desc": f"tensordesc<bf16[{b_block}]>", "c_ptr": "*bf16",
+            "B_TRANSPOSED": transposed}
+
+
+FORMS = [  # (kernel, argument types (a bool: a constexpr's value), tile N, warps)
+    (host_descriptors, host("256, 64", True), 256, 4),
+    (host_descriptors, host("64, 256", False), 256, 4),
+    (host_descriptors, host("64, 256", False), 256, 8),
     (kernel_descriptors, POINTERS, 256, 4),
     (kernel_descriptors, POINTERS, 256, 8),
     (kernel_descriptors_3d, POINTERS, 256, 4),
@@ -140,12 +138,13 @@ FORMS = [  # (kernel, argument types, tile N, warps)
 def main() -> None:
     print(f"triton {triton.__version__}, sm_90, 128-row tiles, K step 64, three stages")
     for fn, args, block_n, warps in FORMS:
-        signature = {**args, "M": "i32", "N": "i32", "K": "i32", "BM": "constexpr", "BN": "constexpr",
-                     "BK": "constexpr"}
-        label = f"{fn.__name__} 128x{block_n}, {warps} warps"
+        flags = {name: value for name, value in args.items() if isinstance(value, bool)}
+        signature = {**args, **dict.fromkeys(flags, "constexpr"), "M": "i32", "N": "i32", "K": "i32",
+                     "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
+        label = f"{fn.__name__}{''.join(f' {n}={v}' for n, v in flags.items())} 128x{block_n}, {warps} warps"
         try:
             compiled = triton.compile(ASTSource(fn=fn, signature=signature,
-                                                constexprs={"BM": 128, "BN": block_n, "BK": 64}),
+                                                constexprs={"BM": 128, "BN": block_n, "BK": 64, **flags}),
                                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 3})
         except Exception as exc:  # noqa: BLE001 - a failed compile is a finding
             print(f"{label}: compile failed ({type(exc).__name__})")

@@ -111,15 +111,15 @@ _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
-    mm_tma_warps=4, mm_tma_stages=MM_TMA_STAGES, mm_tma_programs=None,  # one persistent program per SM
-    sym_tma_stages=SYM_TMA_STAGES,
+    tma_warps=4, tma_programs=None,  # one persistent program per SM
+    mm_tma_stages=MM_TMA_STAGES, sym_tma_stages=SYM_TMA_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
     sym_block=16, sym_block_k=64, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
-    mm_tma_warps=4, mm_tma_stages=1, mm_tma_programs=3,  # so that the cpu shapes' programs walk several tiles
-    sym_tma_stages=1,
+    tma_warps=4, tma_programs=3,  # so that the cpu shapes' programs walk several tiles
+    mm_tma_stages=1, sym_tma_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
@@ -354,6 +354,17 @@ def _sym_gemm_kernel(
 # Used for the rectangular updates X <- Q X and X <- a X + R X.
 # --------------------------------------------------------------------------------------------
 @triton.jit
+def _grouped_tile(t, num_m, num_n, GROUP_M: tl.constexpr):
+    """Output tile (row, column) of linear index t in grouped order: GROUP_M row tiles sweep the column tiles
+    together, so the column panels of R are reused from L2 by GROUP_M programs and the row panels of L stay
+    resident."""
+    width = GROUP_M * num_n
+    first_m = (t // width) * GROUP_M
+    rows = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (t % width) % rows, (t % width) // rows
+
+
+@triton.jit
 def _gemm_kernel(
     l_ptr, r_ptr, d_ptr, c_ptr, partials_ptr,
     M, N, K, num_partials,
@@ -366,17 +377,8 @@ def _gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     b = tl.program_id(1)
-    # grouped ordering: GROUP_M row tiles sweep the column tiles together, so the column
-    # panels of R are reused from L2 by GROUP_M programs and the row panels of L stay resident
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    width = GROUP_M * num_n
-    first_m = (pid // width) * GROUP_M
-    rows = tl.minimum(num_m - first_m, GROUP_M)
-    tm = first_m + (pid % width) % rows
-    tn = (pid % width) // rows
+    tm, tn = _grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
     l_ptr += b.to(tl.int64) * stride_lb
     r_ptr += b.to(tl.int64) * stride_rb
@@ -416,14 +418,9 @@ def _gemm_tma_ws_kernel(
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     per_matrix = num_m * num_n
-    width = GROUP_M * num_n
     for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=False, warp_specialize=True):
         b = tile // per_matrix
-        t = tile % per_matrix
-        first_m = (t // width) * GROUP_M
-        rows = tl.minimum(num_m - first_m, GROUP_M)
-        tm = first_m + (t % width) % rows
-        tn = (t % width) // rows
+        tm, tn = _grouped_tile(tile % per_matrix, num_m, num_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(tl.cdiv(K, BLOCK_K)):
             lhs = l_desc.load([b * M + tm * BLOCK_M, ki * BLOCK_K])
@@ -597,13 +594,10 @@ class _Launcher:
         gram = right.data_ptr() == left.data_ptr() and right.stride() == left.transpose(1, 2).stride()
         tensors = [left, d, out, out2] + ([] if gram else [right])
         K = left.shape[2]
-        if not all(_tma_ready(t, cfg["sym_block_k"]) for t in tensors) or (self.batch > 1 and m % block):
+        if not all(_tma_ready(t, cfg["sym_block_k"]) for t in tensors) or (
+                self.batch > 1 and (m % block or K % cfg["sym_block_k"])):
             return False
-        if self.batch > 1 and K % cfg["sym_block_k"]:
-            return False
-        tiles = self.batch * triton.cdiv(m, block) ** 2
-        programs = min(tiles, cfg["mm_tma_programs"] or self.sms)
-        triton.set_allocator(self.scratch)
+        programs = self.tma_programs(self.batch * triton.cdiv(m, block) ** 2)
         _sym_tma_ws_kernel[(programs,)](
             left, right, d, out, out2, self.partials,
             m, K, self.batch, self.num_partials,
@@ -611,9 +605,14 @@ class _Launcher:
             NORM_POWER=norm_power, HAS_D=has_d, HAS_IDENTITY_OUT=has_identity_out, GRAM=gram,
             BLOCK=block, BLOCK_K=cfg["sym_block_k"],
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, NUM_PROGRAMS=programs,
-            num_warps=cfg["mm_tma_warps"], num_stages=cfg["sym_tma_stages"],
+            num_warps=cfg["tma_warps"], num_stages=cfg["sym_tma_stages"],
         )
         return True
+
+    def tma_programs(self, tiles):
+        """The persistent grid of a TMA kernel over `tiles` tiles, its descriptors' scratch allocator set."""
+        triton.set_allocator(self.scratch)
+        return min(tiles, self.cfg["tma_programs"] or self.sms)
 
     def scratch(self, size, alignment, stream):
         """Global scratch for the tensor descriptors a kernel makes (Triton asks the allocator set for it)."""
@@ -625,9 +624,8 @@ class _Launcher:
         M, N, K = out.shape[1], out.shape[2], left.shape[2]
         if MM_TMA_WS and d is None and alpha == 1.0 and _tma_ready(left, cfg["mm_block_k"]) \
                 and _tma_ready(right, cfg["mm_block_k"]):
-            tiles = self.batch * triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"])
-            programs = min(tiles, cfg["mm_tma_programs"] or self.sms)
-            triton.set_allocator(self.scratch)
+            programs = self.tma_programs(
+                self.batch * triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]))
             _gemm_tma_ws_kernel[(programs,)](
                 left, right, out, self.partials,
                 M, N, K, self.batch, self.num_partials,
@@ -635,7 +633,7 @@ class _Launcher:
                 NORM_POWER=norm_power,
                 BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
                 GROUP_M=cfg["mm_group"], PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
-                NUM_PROGRAMS=programs, num_warps=cfg["mm_tma_warps"], num_stages=cfg["mm_tma_stages"],
+                NUM_PROGRAMS=programs, num_warps=cfg["tma_warps"], num_stages=cfg["mm_tma_stages"],
             )
             return
         dd = out if d is None else d

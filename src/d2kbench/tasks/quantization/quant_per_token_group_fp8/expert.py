@@ -66,8 +66,8 @@ _SM_COUNT = {}
 @triton.jit
 def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
                   GROUP_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr):
-    """Rows, group columns, element offsets and mask of tile `tile` (tiles in row-major order). A tile index past
-    the last tile has every row out of range, so its mask is empty."""
+    """Rows, group columns and element offsets of tile `tile` (tiles in row-major order), and which of its groups
+    exist ([rows, groups]). A tile index past the last tile has every row out of range: no group exists."""
     pid_m = tile // n_group_blocks
     pid_g = tile % n_group_blocks
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # [BLOCK_M]
@@ -77,14 +77,13 @@ def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
     # innermost axis is a whole contiguous group, so loads and stores vectorise (16 bytes).
     row_off = rows.to(tl.int64)[:, None, None] * n_cols
     col_off = (gcols * GROUP_SIZE)[None, :, None] + lanes[None, None, :]
-    mask = (rows < n_rows)[:, None, None] & (gcols < groups_per_row)[None, :, None]
-    return rows, gcols, row_off + col_off, mask
+    return rows, gcols, row_off + col_off, (rows < n_rows)[:, None] & (gcols < groups_per_row)[None, :]
 
 
 @triton.jit
-def _quantize_tile(x, rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row, stride_s_row,
-                   stride_s_group, eps, POW2_SCALE: tl.constexpr):
-    """Codes and scales of one loaded tile (x in float32; masked lanes hold 0)."""
+def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
+                   POW2_SCALE: tl.constexpr):
+    """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
     FP8_MAX: tl.constexpr = 448.0
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
     amax = tl.maximum(tl.max(tl.abs(x), axis=2), eps)  # [BLOCK_M, BLOCK_G]
@@ -99,12 +98,12 @@ def _quantize_tile(x, rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_
     # are the correctly rounded ones (the oracle's) bit for bit.
     y = tl.math.div_rn(x, scale[:, :, None])
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
-    tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=groups_ok[:, :, None])
 
     # Scale stores: contiguous along the row (row-major, wide tile) or down the column
     # (column-major, tall tile).
     s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
-    tl.store(s_ptr + s_offs, scale, mask=(rows < n_rows)[:, None] & (gcols < groups_per_row)[None, :])
+    tl.store(s_ptr + s_offs, scale, mask=groups_ok)
 
 
 @triton.jit
@@ -128,25 +127,25 @@ def _quant_group_fp8_kernel(
     # (and no grid-dimension limit for very many rows).
     n_group_blocks = tl.cdiv(groups_per_row, BLOCK_G)
     pid = tl.program_id(0)
-    rows, gcols, offs, mask = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
-                                            GROUP_SIZE, BLOCK_M, BLOCK_G)
+    rows, gcols, offs, ok = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
+                                          GROUP_SIZE, BLOCK_M, BLOCK_G)
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
     if PERSISTENT:
         # The next tile's load is issued before this tile's arithmetic and stores, so each program keeps a tile
         # in flight while it works (a one-tile program waits for its load, then exits and a new one starts).
         n_tiles = tl.cdiv(n_rows, BLOCK_M) * n_group_blocks
         step = tl.num_programs(0)
         for tile in range(pid, n_tiles, step):
-            rows_n, gcols_n, offs_n, mask_n = _tile_offsets(tile + step, n_group_blocks, n_rows, n_cols,
-                                                            groups_per_row, GROUP_SIZE, BLOCK_M, BLOCK_G)
-            x_n = tl.load(x_ptr + offs_n, mask=mask_n, other=0.0)
-            _quantize_tile(x.to(tl.float32), rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row,
-                           stride_s_row, stride_s_group, eps, POW2_SCALE)
-            rows, gcols, offs, mask, x = rows_n, gcols_n, offs_n, mask_n, x_n
+            rows_n, gcols_n, offs_n, ok_n = _tile_offsets(tile + step, n_group_blocks, n_rows, n_cols,
+                                                          groups_per_row, GROUP_SIZE, BLOCK_M, BLOCK_G)
+            x_n = tl.load(x_ptr + offs_n, mask=ok_n[:, :, None], other=0.0)
+            _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group,
+                           eps, POW2_SCALE)
+            rows, gcols, offs, ok, x = rows_n, gcols_n, offs_n, ok_n, x_n
     else:
-        _quantize_tile(x.to(tl.float32), rows, gcols, offs, mask, q_ptr, s_ptr, n_rows, groups_per_row,
-                       stride_s_row, stride_s_group, eps, POW2_SCALE)
+        _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
+                       POW2_SCALE)
 
 
 def _sm_count(device):
