@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU regression checks, resumable across device calls on the same (warm) machine:
 #
-#   [REPEATS=N] [RUN_TASKS=IDS] bash bench/gpu_owed.sh [SECONDS]        (default 560: the call's 600 s limit less packing)
+#   [REPEATS=N] [RUN_TASKS=IDS] [ONLY="STEP ..."] bash bench/gpu_owed.sh [SECONDS]   (default 560: the call's 600 s limit less packing)
 #
+# ONLY runs just the named steps (in this file's order), for a call that must put some steps first.
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
@@ -32,6 +33,7 @@ STATE=${STATE:-/tmp/d2k-owed}
 mkdir -p "$STATE"
 once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished it
   local name=$1
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
   if [ -e "$STATE/$name.done" ]; then echo "$name done in an earlier call" >> "$R/steps.txt"; return; fi
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)

@@ -1,0 +1,37 @@
+"""bench/gpu_owed.sh's step bookkeeping, run with a stand-in python3 that records its arguments (no GPU)."""
+
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def owed(tmp_path: Path, only: str, call: int) -> dict[str, str]:
+    """Run gpu_owed.sh once with ONLY; return its packed r/ folder's text files by name."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "python3"
+    fake.write_text('#!/bin/sh\necho "python3 $*"\n')
+    fake.chmod(0o755)
+    out = tmp_path / f"out{call}"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STATE=str(tmp_path / "state"),
+               ONLY=only)
+    subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=REPO, env=env, check=True, capture_output=True)
+    with tarfile.open(out / "results.tgz") as tar:
+        return {Path(m.name).name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+
+
+def test_only_runs_the_named_steps_and_a_finished_step_is_not_run_again(tmp_path):
+    first = owed(tmp_path, "quant_persistent attn_split_rule", 1)
+    steps = first["steps.txt"].splitlines()
+    assert [line.split()[0] for line in steps] == ["attn_split_rule", "quant_persistent"]  # the file's order
+    assert all(" rc=0 " in line for line in steps)
+    assert "--set PERSISTENT=False,True" in first["quant_persistent.log"]
+    assert "bench.log" not in first
+
+    second = owed(tmp_path, "quant_persistent planted", 2)
+    assert second["steps.txt"].splitlines()[0] == "quant_persistent done in an earlier call"
+    assert second["steps.txt"].splitlines()[1].startswith("planted rc=0 ")
+    assert "quant_persistent.log" not in second
