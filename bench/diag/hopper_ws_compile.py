@@ -16,7 +16,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from d2kbench.evaluate.sm90 import ptxas_info
+from d2kbench.evaluate.sm90 import ptx_features, ptxas_info
 
 
 @triton.jit
@@ -150,8 +150,8 @@ def main() -> None:
             print(f"{label}: compile failed ({type(exc).__name__})")
             continue
         ptx = compiled.asm["ptx"]
-        info = ptxas_info(ptx)
-        print(f"{label}: warp-specialized={'setmaxnreg' in ptx}, TMA={'cp.async.bulk.tensor' in ptx}, "
+        info, features = ptxas_info(ptx), ptx_features(ptx)
+        print(f"{label}: warp-specialized={features['warp_specialized']}, TMA={features['tma']}, "
               f"registers={info.get('registers')}, spill stores={info.get('spill_store_bytes')} B")
 
 

@@ -107,9 +107,7 @@ class CompileCapture:
                                       target=GPUTarget("cuda", self.arch, 32), options=options)
             md = compiled.metadata
             ptx = compiled.asm.get("ptx", "")
-            report.update(ok=True, shared_bytes=int(getattr(md, "shared", 0)), wgmma="wgmma" in ptx,
-                          tma="cp.async.bulk.tensor" in ptx,  # TMA loads or stores
-                          warp_specialized="setmaxnreg" in ptx,  # partitions that trade registers
+            report.update(ok=True, shared_bytes=int(getattr(md, "shared", 0)), **ptx_features(ptx),
                           ptx_lines=ptx.count("\n"), **ptxas_info(ptx))
             if "registers" in report:
                 report["programs_per_sm"], report["programs_limited_by"] = programs_per_sm(
@@ -161,6 +159,12 @@ def programs_per_sm(registers: int, num_warps: int, shared_bytes: int) -> tuple[
     }
     least = min(limits.values())
     return least, " and ".join(name for name, n in limits.items() if n == least)
+
+
+def ptx_features(ptx: str) -> dict[str, bool]:
+    """Whether the PTX uses wgmma, TMA (bulk tensor loads or stores) and warp specialization (partitions that
+    trade registers with `setmaxnreg`)."""
+    return {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "warp_specialized": "setmaxnreg" in ptx}
 
 
 def ptxas_info(ptx: str) -> dict[str, int]:
