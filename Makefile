@@ -3,7 +3,10 @@
 # the venv sees that torch (--system-site-packages) instead of downloading another.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
-TORCH   ?= torch==2.13.0
+# The CPU build by its local version: found where a wheel folder or mirror holds it (CI), else on PyTorch's
+# CPU index (PyPI's torch for Linux is the CUDA build, several GB).
+TORCH   ?= torch==2.13.0+cpu
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 # The H200's Triton, installed apart for the tests that compile every expert with it as well (no GPU needed)
 DEVICE_TRITON ?= triton==3.6.0
 RUNS    ?= runs/default
@@ -14,7 +17,7 @@ HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && python3 -c "import t
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(if $(HAS_GPU),--system-site-packages,) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(if $(HAS_GPU),,$(PY) -m pip install -q "$(TORCH)")
+	$(if $(HAS_GPU),,$(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_CPU_INDEX))
 	$(PY) -m pip install -q -e ".[test]"
 	$(PY) -m pip install -q --no-deps --target $(VENV)/device-triton "$(DEVICE_TRITON)"
 	touch $@

@@ -11,7 +11,7 @@
 # tasks is 2026-12-02's, moe's only one since; attn_split_rule: the split count by whole waves against WAVES
 # alone, the 128k sequence's 85% of copy bandwidth at stake; quant_persistent: a persistent grid against one
 # program per tile, the column-major 80% at stake; muon_tma_ws: its products warp-specialized, the 2x at stake;
-# ncu_*: the profiles of the missed targets;
+# ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
 # baseline on the same machine):
@@ -41,8 +41,10 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
   > /dev/null 2>&1
-once attn_split_rule 120 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
-  --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
+# With and without the page ids loaded ahead: at WAVES = 4 the 128k sequence ran at 91.2 us without them against
+# 106.4 with them, llama3_70b at 647 against 537 (bench/results/2026-12-04-h200-owed-13 call1, attn_sweep.json).
+once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
+  --set PREFETCH_PAGE_IDS=True,False --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
 # The shipped grid twice (PERSISTENT=False under both counts: the rounds' noise) against the persistent one.
 once quant_persistent 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PERSISTENT=False,True \
   --set PERSISTENT_PROGRAMS_PER_SM=4,8 --reps 30 --rounds 6 --json "$R/quant_persistent.json"
@@ -59,6 +61,13 @@ once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_ta
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \
   --comparator
+# quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%
+# from process to process (docs/perf/evaluator.md): one process per step, six of them, so the note can give the
+# ratio's median and range over processes instead of one suite bench's draw.
+for i in 1 2 3 4 5 6; do
+  once "quant_m8_process$i" 60 python3 bench/sweep.py quant_per_token_group_fp8 --workloads dsv3_m8_k7168_row \
+    --reps 200 --rounds 6 --json "$R/quant_m8_process$i.json"
+done
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py

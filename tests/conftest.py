@@ -1,4 +1,5 @@
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,14 @@ HANG_TIMEOUT_S = 6.0
 
 # Tests run kernels through Triton's interpreter on the CPU, whatever the machine has.
 os.environ.setdefault("D2K_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture
+def toy_copy(tmp_path):
+    """A copy of the toy task folder, to break or change."""
+    dst = tmp_path / "toy_axpy"
+    shutil.copytree(FIXTURES / "toy_axpy", dst)
+    return dst
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,21 @@ def test_workers_get_the_prefix_only_once_the_cache_is_warm_and_the_evaluators_o
     bytecode.marker(folder).write_text(bytecode.versions())
     folder.chmod(0o775)  # writable by others: anyone might have planted bytecode in it
     assert "PYTHONPYCACHEPREFIX" not in worker_env("cpu", tmp_path)
+    folder.chmod(0o755)
+    assert worker_env("cpu", tmp_path)["PYTHONPYCACHEPREFIX"] == str(folder)  # warm and ours again: used
+
+    # owned by another uid (its mode as before, no one else may write): whoever owns it may have planted bytecode
+    if os.geteuid() != 0:
+        pytest.skip("giving the cache folder to another uid (the ownership check) needs root to chown it")
+    info = folder.stat()
+    other = 65534 if os.getuid() != 65534 else 65533
+    os.chown(folder, other, -1)
+    try:
+        assert folder.stat().st_uid == other and folder.stat().st_mode == info.st_mode
+        assert "PYTHONPYCACHEPREFIX" not in worker_env("cpu", tmp_path)
+    finally:
+        os.chown(folder, info.st_uid, info.st_gid)
+    assert worker_env("cpu", tmp_path)["PYTHONPYCACHEPREFIX"] == str(folder)
 
 
 def test_a_confined_candidate_reads_the_cache_but_cannot_plant_bytecode(toy_task, warm_cache, monkeypatch):

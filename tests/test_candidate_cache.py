@@ -1,6 +1,7 @@
 """A sandboxed candidate's compiled kernels, kept per source: only its own plain files travel."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -115,11 +116,43 @@ def test_a_later_evaluation_adds_its_kernels_and_leaves_the_kept_ones(tmp_path, 
 
 def test_compile_reports_keep_and_reuse_the_candidates_cache(toy_task, tmp_path, monkeypatch):
     """The sm_90 compile report compiles (it is not the interpreter): what it compiles is kept for the file, and
-    a GPU evaluation of the same file, or the next report, loads it instead of compiling again."""
+    a GPU evaluation of the same file, or the next report, loads it instead of compiling again.
+
+    The reports alone can't tell reuse from a fresh compile (both give the same report), so the sandbox's calls
+    into this module are watched: the second report must get the kept files copied into its folder, and Triton
+    must leave them as they were (a miss compiles again and replaces them, os.replace: new inodes) and add none."""
     from d2kbench.evaluate.evaluator import compile_report
 
     monkeypatch.setenv("D2K_TRITON_CACHE", str(tmp_path / "kept"))
+    real_restore, real_save = candidate_cache.restore, candidate_cache.save
+    restored: list[tuple[int, dict]] = []  # per report: files restored, and the cache folder just after
+    before_save: list[dict] = []  # per report: the cache folder as the candidate left it
+
+    def files(folder):
+        return {str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns)
+                for p in Path(folder).rglob("*") if p.is_file()} if Path(folder).is_dir() else {}
+
+    def restore(source, dest, uid):
+        count = real_restore(source, dest, uid)
+        restored.append((count, files(dest)))
+        return count
+
+    def save(source, cache, uid):
+        before_save.append(files(cache))
+        return real_save(source, cache, uid)
+
+    monkeypatch.setattr(candidate_cache, "restore", restore)
+    monkeypatch.setattr(candidate_cache, "save", save)
+
     first = compile_report(toy_task, toy_task.expert_path)
     kept = tmp_path / "kept" / "candidates" / candidate_cache.source_key(toy_task.expert_path)
     assert any(p.suffix == ".cubin" for p in kept.rglob("*")), "nothing of the compile was kept"
+    assert restored[0][0] == 0, "the first report found a kept cache before anything was kept"
+    assert any(name.endswith(".cubin") for name in before_save[0]), "the first report did not compile"
+
     assert compile_report(toy_task, toy_task.expert_path) == first
+    assert len(restored) == len(before_save) == 2, "the second report did not go through the kept cache"
+    count, after_restore = restored[1]
+    assert count == len([p for p in kept.rglob("*") if p.is_file()]) > 0, "the kept cache was not restored"
+    assert any(name.endswith(".cubin") for name in after_restore)
+    assert before_save[1] == after_restore, "the second report compiled again instead of loading the kept cache"

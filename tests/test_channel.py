@@ -23,9 +23,25 @@ def test_round_trip_keeps_bytes_shape_and_consumes_the_file(tmp_path, dtype, map
 
 
 def test_mapped_tensor_is_private_and_outlives_its_file(tmp_path):
-    desc = channel.pack_value(torch.arange(1000, dtype=torch.float32), tmp_path)
+    value = torch.arange(1000, dtype=torch.float32)
+    # private: with the file kept, a write to the tensor stays in this process's copy-on-write pages
+    desc = channel.pack_value(value, tmp_path)
+    path = tmp_path / desc["tensor"]
+    written = path.read_bytes()
+    back = channel.unpack_value(desc, tmp_path, mapped=True, consume=False)
+    assert path.exists()
+    back.add_(1)
+    assert torch.equal(back, value + 1)
+    assert path.read_bytes() == written, "a write to the mapped tensor reached its file"
+    assert torch.equal(channel.unpack_value(desc, tmp_path), value)  # the file still reads as written
+
+    # outlives its file: consumed, the file is gone, and the mapping still reads (and takes writes) right
+    desc = channel.pack_value(value, tmp_path)
     back = channel.unpack_value(desc, tmp_path, mapped=True)
-    back.add_(1)  # copy-on-write: writable, and the file (already unlinked) is not touched
+    assert not (tmp_path / desc["tensor"]).exists()
+    assert not any(tmp_path.iterdir())
+    assert torch.equal(back, value)
+    back.add_(1)
     assert float(back.sum()) == sum(range(1, 1001))
 
 

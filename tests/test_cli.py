@@ -75,3 +75,49 @@ def test_the_command_line_starts_without_torch():
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_run_commands_refuse_a_results_file_that_is_no_run_store(tmp_path):
+    """Garbage bytes, another application's SQLite file, a newer store schema: a usage error, not a traceback,
+    and `d2k run` writes nothing into the file."""
+    import sqlite3
+
+    from d2kbench.runs.store import Store
+
+    garbage, foreign, newer = tmp_path / "garbage", tmp_path / "foreign", tmp_path / "newer"
+    garbage.mkdir()
+    (garbage / "results.sqlite").write_bytes(b"\x00\xffnot sqlite" * 100)
+    foreign.mkdir()
+    db = sqlite3.connect(foreign / "results.sqlite")
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.commit()
+    db.close()
+    store = Store(newer)
+    store.db.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    store.close()
+    for folder, message in ((garbage, "is not a d2k run store (file is not a database)"),
+                            (foreign, "is not a d2k run store (its tables are notes"),
+                            (newer, "store schema 999; this d2kbench reads schema 1")):
+        before = (folder / "results.sqlite").read_bytes()
+        for args in (["runs", "summary", str(folder)], ["judge", str(folder), "--judge-model", "scripted/judge:x"],
+                     ["run", "--model", "scripted/expert", "--tasks", TOY, "--configs", "none", "--devices", "cpu",
+                      "--out", str(folder)]):
+            proc = d2k(*args)
+            assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, (args, proc)
+        assert (folder / "results.sqlite").read_bytes() == before
+
+
+def test_run_out_must_be_a_folder(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    for out in (afile, afile / "sub"):
+        proc = d2k("run", "--model", "scripted/expert", "--tasks", TOY, "--devices", "cpu", "--out", str(out))
+        assert proc.returncode == 2 and f"--out must be a folder: {afile} is a file" in proc.stderr, proc.stderr
+    assert afile.read_text() == "mine"
+
+
+def test_run_refuses_a_gpu_that_is_not_there_before_making_the_store(tmp_path):
+    out = tmp_path / "run"
+    proc = d2k("run", "--model", "scripted/expert", "--tasks", TOY, "--devices", "cuda:0,cuda:99", "--out", str(out))
+    assert proc.returncode == 2 and "cuda:99: no such GPU here (visible: " in proc.stderr, proc.stderr
+    assert not out.exists()

@@ -16,12 +16,9 @@ from tests.test_tasks import DEVICE_TRITON, compile_report_with
 
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
-    ("attn_decode_paged_gqa", "FUSED_MERGE = False", "FUSED_MERGE = True"),
-    ("attn_decode_paged_gqa", "KV_HEADS_FASTEST = True", "KV_HEADS_FASTEST = False"),
     # No waves to fill: one split per (sequence, KV head), stage 1 writes the output (qwen3_8b_lvar's path on the
     # H200, which no cpu workload takes as shipped).
     ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
-    ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
     ("quant_per_token_group_fp8", "PERSISTENT = False", "PERSISTENT = True"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
@@ -35,6 +32,8 @@ SM90_ONLY_KNOBS = [
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),
     # the shipped rule's choice on every cpu shape (test_muons_wave_rule_takes_wide_tiles_where_they_were_faster)
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
+    # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
+    ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
 ]
 
 
@@ -83,8 +82,10 @@ MUON_OCCUPANCY = [
 ]
 
 
-@pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY,
-                         ids=["shipped", "wide", "square", "square_uncapped", "square_four_warps"])
+OCCUPANCY_IDS = ["shipped", "wide", "square", "square_uncapped", "square_four_warps"]
+
+
+@pytest.mark.parametrize(("replacements", "programs", "spill"), MUON_OCCUPANCY, ids=OCCUPANCY_IDS)
 def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill, tmp_path):
     """Each setting's sm_90 compile gives the symmetric products (their most limited launch) the programs per SM
     (sm_90 occupancy rules over registers and shared memory) and the spill that were timed. (The tile settings run
@@ -116,7 +117,8 @@ def test_muons_wave_rule_takes_wide_tiles_where_they_were_faster():
     cpu_shapes = {(min(w.params["M"], w.params["N"]), w.params["B"]) for w in task.workloads if w.split == "cpu"}
     assert cpu_shapes and {module._sym_tile_shape(m, b, module._CONFIG_TINY["sym_block"], 132)
                           for m, b in cpu_shapes} == {"wide"}
-    assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (2, 1)
+    measured = {ids: programs for ids, (_, programs, _) in zip(OCCUPANCY_IDS, MUON_OCCUPANCY, strict=True)}
+    assert (module._SQUARE_PROGRAMS_PER_SM, module._WIDE_PROGRAMS_PER_SM) == (measured["square"], measured["wide"])
 
 
 def test_attentions_whole_wave_rule_on_the_scored_shapes():
@@ -139,6 +141,26 @@ def test_attentions_whole_wave_rule_on_the_scored_shapes():
     split = [k for k in compile_report(task, task.expert_path) if k["kernel"] == "_decode_split_kernel"]
     assert split and all(k["programs_per_sm"] == module.SPLIT_PROGRAMS_PER_SM for k in split)
     assert split[0]["grid"] == [4, 1, 264] and split[0]["waves"] == pytest.approx(2.67, abs=0.01)
+
+
+def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(tmp_path):
+    """Without the page ids ahead the split kernel is smaller (one K/V buffer) and more of its programs fit an SM:
+    the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (on both Tritons)."""
+    task = find_task("attn_decode_paged_gqa")
+    source = task.expert_path.read_text()
+    for old, new in (("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
+                     ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"')):
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source)
+    module = load_module(variant, "test_whole_waves_without_prefetch")
+    assert module.SPLIT_PROGRAMS_PER_SM == 4
+    for triton_path in dict.fromkeys((None, DEVICE_TRITON)):  # the venv's Triton, and the H200's where installed
+        report = compile_report_with(triton_path, task.id, variant)
+        split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
+        assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(4, [4, 1, 132], 1.0)], \
+            report["triton"]
 
 
 def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):

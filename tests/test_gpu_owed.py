@@ -35,3 +35,11 @@ def test_only_runs_the_named_steps_and_a_finished_step_is_not_run_again(tmp_path
     assert second["steps.txt"].splitlines()[0] == "quant_persistent done in an earlier call"
     assert second["steps.txt"].splitlines()[1].startswith("planted rc=0 ")
     assert "quant_persistent.log" not in second
+
+
+def test_quants_m8_is_timed_in_one_process_per_step(tmp_path):
+    logs = owed(tmp_path, "quant_m8_process1 quant_m8_process2", 1)
+    assert [line.split()[0] for line in logs["steps.txt"].splitlines()] == ["quant_m8_process1", "quant_m8_process2"]
+    for i in (1, 2):
+        command = logs[f"quant_m8_process{i}.log"]
+        assert "--workloads dsv3_m8_k7168_row" in command and f"quant_m8_process{i}.json" in command

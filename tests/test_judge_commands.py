@@ -183,3 +183,89 @@ def test_record_names_stay_short_for_long_model_specs(tmp_path, task):
     path = design_path(tmp_path, long_model, task, 0)
     assert len(path.name) < 150 and path.name.endswith(".json")
     assert design_path(tmp_path, long_model + "x", task, 0).name != path.name  # the key tells them apart
+
+
+@pytest.fixture
+def made(monkeypatch):
+    """The judge/designer clients the commands make, each recording its requests."""
+    clients = []
+
+    def make(spec, **kwargs):
+        clients.append(Recording(make_judge_model(spec, **kwargs)))
+        return clients[-1]
+
+    monkeypatch.setattr("d2kbench.judge.models.make_judge_model", make)
+    return clients
+
+
+def test_design_into_a_file_is_a_usage_error_before_any_model_call(tmp_path, made, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    spec = replies_file(tmp_path, [DESIGN_TEXT])
+    assert main(["design", "--model", spec, "--tasks", QUANT, "--out", str(afile)]) == 2
+    out, err = capsys.readouterr()
+    assert f"{afile} is not a folder; it must be a folder, to hold {afile / 'designs'}" in err
+    assert "to write" not in out and [c.requests for c in made] == [[]] and afile.read_text() == "keep me"
+
+
+def test_judge_with_a_judgements_file_is_a_usage_error_before_any_model_call(tmp_path, task, made, capsys):
+    out, _ = make_run_folder(tmp_path, task)
+    (out / "judgements").write_text("not a folder")
+    assert main(["judge", str(out), "--judge-model", replies_file(tmp_path, [answer(task)])]) == 2
+    stdout, err = capsys.readouterr()
+    assert f"{out / 'judgements'} is not a folder; it must be a folder" in err
+    assert "to make" not in stdout and [c.requests for c in made] == [[]]
+
+
+def test_a_record_that_cannot_be_written_after_the_call_is_kept_elsewhere(tmp_path, task, monkeypatch, capsys):
+    def refuse(source, target):
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr("os.replace", refuse)  # the rename that ends write_record
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    out = tmp_path / "run"
+    spec = replies_file(tmp_path, [DESIGN_TEXT])
+    assert main(["design", "--model", spec, "--tasks", QUANT, "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    path = design_path(out, spec, task, 0)
+    assert f"could not write {path} (Permission denied); the record is kept in " in err
+    [kept] = tmp_path.glob(f"d2k-unwritten-*-{path.name}")
+    assert str(kept) in err and json.loads(kept.read_text())["text"] == DESIGN_TEXT
+    assert not path.exists() and list(path.parent.iterdir()) == []  # nor its temporary file
+
+
+@pytest.mark.parametrize("command", ["design", "judge", "calibrate"])
+def test_tasks_that_name_no_task_are_a_usage_error(tmp_path, task, made, command, capsys):
+    spec = replies_file(tmp_path, [DESIGN_TEXT])
+    if command == "design":
+        args = ["design", "--model", spec, "--out", str(tmp_path / "run")]
+    else:
+        where = str(make_run_folder(tmp_path, task)[0]) if command == "judge" else "calibrate"
+        args = ["judge", where, "--judge-model", spec, "--out", str(tmp_path / "cal")]
+    for tasks in (",", " , ", ""):
+        assert main(args + ["--tasks", tasks]) == 2
+        assert "--tasks names no task" in capsys.readouterr().err
+    assert all(c.requests == [] for c in made)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--samples", "abc", "argument --samples: expected a positive integer, got 'abc'"),
+    ("--samples", "0", "argument --samples: must be at least 1, got 0"),
+    ("--retries", "x", "argument --retries: expected a non-negative integer, got 'x'"),
+    ("--concurrency", "1.5", "argument --concurrency: expected a positive integer, got '1.5'"),
+])
+def test_bad_counts_are_told_in_plain_words(tmp_path, option, value, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["judge", str(tmp_path), "--judge-model", "scripted/judge:x", option, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err and "invalid" not in err
+
+
+def test_judging_a_file_says_it_is_not_a_folder(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["judge", str(afile), "--judge-model", "scripted/judge:x"]) == 2
+    err = capsys.readouterr().err
+    assert f"{afile} is not a folder" in err and "no such folder" not in err
+    assert main(["judge", str(tmp_path / "absent"), "--judge-model", "scripted/judge:x"]) == 2
+    assert "no such folder" in capsys.readouterr().err

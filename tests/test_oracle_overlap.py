@@ -55,26 +55,56 @@ def test_an_oracle_that_fails_is_infra_never_the_candidates_fault(toy_task, monk
 
 def test_the_trusted_worker_waits_for_the_oracle_thread(toy_task, monkeypatch):
     """A request to the trusted worker from the evaluation's own thread (the reference's error, the timing's
-    fresh sets) waits until the oracle calls still running have ended: one request at a time on its channel."""
-    oracle, send = Evaluation.set_oracle, WorkerProcess.request
-    in_oracle = threading.Event()
-    sent: list[tuple[str, bool]] = []  # the trusted worker's requests from other threads: (what, an oracle busy)
+    fresh sets) waits until the oracle calls still running have ended: one request at a time on its channel.
+    The last set's oracle call is held until the reference's request has been asked; that request must reach
+    the worker only after the held oracle call has had its reply."""
+    oracle, send, ask = Evaluation.set_oracle, WorkerProcess.request, Evaluation.trusted_request
+    last_set = toy_task.correctness_sets  # its oracle call is the one still running when the checks end
+    held, released = threading.Event(), threading.Event()
+    events: list[str] = []
+    lock = threading.Lock()
 
-    def slow_oracle(self, workload, i):
-        in_oracle.set()
-        time.sleep(SLOW_S)
+    def note(event):
+        with lock:
+            events.append(event)
+
+    def on_oracle_thread():
+        return threading.current_thread().name.startswith(correctness_phase.ORACLE_THREAD)
+
+    def held_oracle(self, workload, i):
+        if i == last_set:
+            held.set()
+            assert released.wait(30), "the held oracle call was never released"
+            note("oracle released")
         oracle(self, workload, i)
-        in_oracle.clear()
+        note(f"oracle {i} done")
+
+    def asked(self, message, timeout=None):
+        if not on_oracle_thread() and message.get("fn") == "reference":
+            assert held.wait(30), "the last set's oracle call never started"
+            note("reference asked")
+            threading.Timer(SLOW_S, released.set).start()  # let the oracle go on a while after the asking
+        return ask(self, message, timeout)
 
     def watched(self, message, timeout):
-        if self.role == "trusted" and not threading.current_thread().name.startswith(correctness_phase.ORACLE_THREAD):
-            sent.append((f"{message.get('op')}:{message.get('fn', '')}", in_oracle.is_set()))
+        if self.role == "trusted" and message.get("op") == "call":
+            note(f"oracle {message['slot'] % 1000} sent" if on_oracle_thread() else f"{message['fn']} sent")
         return send(self, message, timeout)
 
-    monkeypatch.setattr(Evaluation, "set_oracle", slow_oracle)
+    monkeypatch.setattr(Evaluation, "set_oracle", held_oracle)
+    monkeypatch.setattr(Evaluation, "trusted_request", asked)
     monkeypatch.setattr(WorkerProcess, "request", watched)
     options = EvalOptions(device="cpu", workloads=("n200",), reference_error=True)
-    result = evaluate(toy_task, toy_task.expert_path, options)
+    try:
+        result = evaluate(toy_task, toy_task.expert_path, options)
+    finally:
+        released.set()
     assert result.verdict == "pass", result.detail
-    assert ("call:reference", False) in sent  # the reference's error, asked while the checks ran
-    assert not [what for what, busy in sent if busy]
+    assert events.count("reference asked") == events.count("reference sent") == 1, events
+    assert events.index("reference asked") < events.index("oracle released"), events  # asked while one was held
+    # forwarded only after the held oracle call had its reply
+    assert events.index("oracle released") < events.index(f"oracle {last_set} sent") \
+        < events.index(f"oracle {last_set} done") < events.index("reference sent"), events
+    # every oracle call of the workload had ended before the reference went
+    after = events[: events.index("reference sent")]
+    assert all(f"oracle {i} done" in after for i in range(last_set + 1)), events

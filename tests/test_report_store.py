@@ -78,3 +78,28 @@ def test_report_command_rejects_a_bad_floor(run_dir, capsys):
 def test_report_command_without_a_store(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "no run store" in capsys.readouterr().err
+
+
+def test_report_command_refuses_a_foreign_or_newer_store(tmp_path, capsys):
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "results.sqlite").write_bytes(b"\x00\xffnot sqlite" * 100)
+    assert main(["report", str(garbage)]) == 2
+    assert "results.sqlite is not a d2k run store (file is not a database)" in capsys.readouterr().err
+    newer = tmp_path / "newer"
+    store = Store(newer)
+    store.db.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    store.close()
+    assert main(["report", str(newer)]) == 2
+    assert "store schema 999" in capsys.readouterr().err
+    assert not (garbage / "report").exists() and not (newer / "report").exists()
+
+
+def test_report_command_refuses_a_file_for_out(run_dir, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    assert main(["report", str(run_dir), "--out", str(afile)]) == 2
+    assert f"--out must be a folder: {afile} is a file" in capsys.readouterr().err
+    assert main(["report", str(run_dir), "--out", str(afile / "sub")]) == 2
+    assert f"--out must be a folder: {afile} is a file" in capsys.readouterr().err
+    assert afile.read_text() == "mine"

@@ -130,8 +130,10 @@ def test_scripted_expert_gives_the_same_verdicts_on_ray_as_embedded(local_ray, t
         assert final["candidate"] == str(on_ray.root / store_workspace(on_ray, row) / "solution.py")
         header = json.loads((on_ray.root / on_ray.attempts(row["key"])[0]["trajectory"]).read_text().split("\n")[0])
         assert header["settings"]["executor"] == "ray" and header["settings"]["devices"] == ["cpu", "cpu"]
-    evaluated = {p.name.split("-")[1] for p in shared.cache.glob("eval-*.pickle")}
-    assert evaluated == {t.id for t in tasks}  # the expert's bytes arrived intact: one evaluation per task
+    # the expert's bytes arrived intact: one evaluation per task, of the expert's very bytes (`SharedEvals.shared`)
+    evaluated = sorted(p.name for p in shared.cache.glob("eval-*.pickle"))
+    assert evaluated == sorted(f"eval-{t.id}-{hashlib.sha256(t.expert_path.read_bytes()).hexdigest()[:16]}.pickle"
+                               for t in tasks)
 
     capsys.readouterr()
     assert run_matrix_on_ray(on_ray, matrix, settings, actors=FAKE_GPU_ACTORS, service_factory=shared) == 0

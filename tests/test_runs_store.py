@@ -147,3 +147,63 @@ def test_task_speedup_is_the_geomean_over_scored_workloads_when_correct():
     result.add(Failure("incorrect", "mismatch", "off by one", "h"))
     scores = run_scores(result)
     assert (scores["verdict"], scores["task_speedup"], scores["fraction_of_expert"]) == ("incorrect", None, None)
+
+
+def _foreign_files(tmp_path):
+    """results.sqlite that no d2k run wrote: garbage bytes, and another application's SQLite database."""
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "results.sqlite").write_bytes(b"not a database, just bytes\n" * 200)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    db = sqlite3.connect(foreign / "results.sqlite")
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.execute("INSERT INTO notes VALUES ('mine')")
+    db.commit()
+    db.close()
+    return {garbage: "file is not a database", foreign: "its tables are notes"}
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_a_foreign_results_file_is_refused_and_left_as_it_was(tmp_path, write):
+    for root, why in _foreign_files(tmp_path).items():
+        before = (root / "results.sqlite").read_bytes()
+        with pytest.raises(ValueError, match=f"not a d2k run store \\({why}") as failed:
+            Store(root, write=write)
+        assert (root / "results.sqlite").read_bytes() == before
+        assert not (root / "trajectories").exists() and not (root / "results.sqlite-wal").exists()
+        with pytest.raises(ValueError):  # not StoreBusy: the failed open (alive in `failed`) let the lock go
+            Store(root)
+        del failed
+
+
+def test_an_empty_results_file_becomes_a_store_to_write_and_is_none_to_read(tmp_path):
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    with pytest.raises(ValueError, match="not a d2k run store \\(an empty database"):
+        Store(tmp_path, write=False)
+    Store(tmp_path).close()
+    Store(tmp_path, write=False).close()
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_another_store_schema_is_refused(tmp_path, write):
+    store = Store(tmp_path)
+    store.db.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    store.close()
+    with pytest.raises(ValueError, match="store schema 999; this d2kbench reads schema 1"):
+        Store(tmp_path, write=write)
+
+
+def test_a_store_whose_creation_was_cut_off_is_completed_by_the_next_run(tmp_path):
+    """The schema's tables are made one statement at a time: a run killed in between leaves some of them, which the
+    next writer completes (and a reader refuses, naming them) rather than taking it for a foreign database."""
+    db = sqlite3.connect(tmp_path / "results.sqlite")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.commit()
+    db.close()
+    with pytest.raises(ValueError, match="its tables are meta"):
+        Store(tmp_path, write=False)
+    Store(tmp_path).close()
+    store = Store(tmp_path, write=False)
+    assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    store.close()

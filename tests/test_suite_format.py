@@ -1,18 +1,9 @@
 """The task loader: real tasks load; malformed task folders get an error naming file and field."""
 
-import shutil
-
 import pytest
 
 from d2kbench.suite import TaskFormatError, expr, load_suite, load_task, roofline
 from tests.conftest import FIXTURES
-
-
-@pytest.fixture
-def toy_copy(tmp_path):
-    dst = tmp_path / "toy_axpy"
-    shutil.copytree(FIXTURES / "toy_axpy", dst)
-    return dst
 
 
 def edit(path, old, new):
@@ -65,8 +56,20 @@ def test_malformed_task_names_file_and_field(toy_copy, file, old, new, field, ex
 
 
 def test_profile_workload_defaults_to_the_first_scored_one(toy_copy):
-    assert load_task(toy_copy).profile_workload == load_task(toy_copy).split("scored")[0].name
-    assert {t.id: t.profile_workload for t in load_suite()}["muon_newton_schulz"] == "llama3_8b_down_4096x14336"
+    """Without `profile_workload` the first scored workload in file order is the one; with it, the named one."""
+    # a second scored workload listed before n1m (and after the cpu ones, so "first" is not "first of all")
+    edit(toy_copy / "task.toml", '[[workloads]]\nname = "n1m"',
+         '[[workloads]]\nname = "n4k"\nsplit = "scored"\ndtype = "bfloat16"\nparams = { N = 4096 }\n\n'
+         '[[workloads]]\nname = "n1m"')
+    assert "profile_workload" not in (toy_copy / "task.toml").read_text()
+    task = load_task(toy_copy)
+    assert [w.name for w in task.split("scored")] == ["n4k", "n1m"]
+    assert task.profile_workload == "n4k"
+    # an explicit choice of the second scored workload is honoured (an unscored one is refused:
+    # test_malformed_task_names_file_and_field's profile_workload case)
+    edit(toy_copy / "task.toml", 'signature = "run(x, y, alpha) -> z"',
+         'signature = "run(x, y, alpha) -> z"\nprofile_workload = "n1m"')
+    assert load_task(toy_copy).profile_workload == "n1m"
 
 
 def test_missing_file_is_named(toy_copy):

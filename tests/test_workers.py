@@ -157,14 +157,29 @@ def test_asked_to_exit_a_worker_leaves_by_itself(tmp_path):
     assert worker.fd_req == -1
 
 
-def test_the_candidate_worker_pays_torchs_lazy_imports_before_its_hello():
+def test_the_candidate_worker_pays_torchs_lazy_imports_before_its_hello(tmp_path):
     """torch imports torch._dynamo on the first op under a dispatch mode (the op guard): 4-5 s on the H200, which
-    was the candidate's first checked call. `warm_op_guard` (run before the hello) takes it; a fresh process
-    shows that it was not already imported with torch."""
-    code = ("import sys; from d2kbench.evaluate.worker import warm_op_guard; before = 'torch._dynamo' in sys.modules; "
-            "warm_op_guard(); print(before, 'torch._dynamo' in sys.modules)")
+    was the candidate's first checked call. The candidate worker takes it before its hello (`warm_op_guard`): a
+    candidate file loaded by a real candidate worker finds torch._dynamo imported already; a fresh process with
+    torch and the worker module imported does not have it (so it is the warm-up that imported it)."""
+    seen = tmp_path / "seen.txt"
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(
+        "import sys\n"
+        "from pathlib import Path\n"
+        f"Path({str(seen)!r}).write_text(str('torch._dynamo' in sys.modules))\n"
+        "def run(x):\n"
+        "    return x\n"
+    )
+    worker = WorkerProcess("candidate", "cpu", tmp_path, tmp_path, {"PATH": "/usr/bin:/bin"})
+    try:
+        worker.request({"op": "load", "path": str(worker.stage(candidate)), "written": []}, 120)
+    finally:
+        worker.close()
+    assert seen.read_text() == "True"
+    code = "import sys, torch, d2kbench.evaluate.worker; print('torch._dynamo' in sys.modules)"
     src = str(ROOT / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH", "")]))}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True"]
+    assert out.stdout.split() == ["False"]

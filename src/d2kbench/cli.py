@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -11,6 +12,51 @@ from pathlib import Path
 from d2kbench.judge.command import add_parsers as add_judge_parsers
 from d2kbench.runs.command import add_parsers as add_run_parsers
 from d2kbench.suite import TaskFormatError, find_task, load_suite
+
+
+class UsageError(Exception):
+    """Bad arguments found before any work: printed as `d2k: <message>`, exit 2."""
+
+
+def _device(name: str) -> str:
+    from d2kbench.evaluate.evaluator import resolve_device
+
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise UsageError(f"--device: {exc}") from None
+
+
+def _out_folder(out: Path | None) -> Path | None:
+    """--out of a command that writes its files into a folder: checked before the work, not after."""
+    from d2kbench.runs.store import check_folder
+
+    if out is not None:
+        try:
+            check_folder(out, "--out")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return out
+
+
+def _names(text: str | None, what: str) -> list[str] | None:
+    """A comma-separated list option (spaces and empty entries dropped); None where the option was not given."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--{what} names no {what[:-1]}")
+    return names
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _tasks_list(args: argparse.Namespace) -> int:
@@ -59,10 +105,11 @@ def _eval(args: argparse.Namespace) -> int:
     from d2kbench.evaluate.report import format_result
 
     task = find_task(args.task)
+    workloads = _names(args.workloads, "workloads")
     options = EvalOptions(
-        workloads=tuple(args.workloads.split(",")) if args.workloads else None,
+        workloads=tuple(workloads) if workloads else None,
         include_hidden=args.hidden, time=not args.no_time, comparator=args.comparator, seed=args.seed,
-        device=args.device, call_timeout_s=args.timeout, sandbox=not args.no_sandbox, fail_fast=args.fail_fast,
+        device=_device(args.device), call_timeout_s=args.timeout, sandbox=not args.no_sandbox, fail_fast=args.fail_fast,
         device_inputs=not args.file_inputs, device_outputs=not args.file_outputs,
     )
     for name in options.workloads or ():
@@ -72,20 +119,23 @@ def _eval(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(format_result(result))
-    return 0 if result.correct else 1
+    if result.correct:
+        return 0
+    # 3 only where every failure is the harness's: a harness fault is never the candidate's failure, nor hides one
+    return 3 if all(f.verdict == "infra" for f in result.failures) else 1
 
 
 def _suite_check(args: argparse.Namespace) -> int:
     from d2kbench.suitecheck import check_suite
 
-    return check_suite(args.tasks.split(",") if args.tasks else None, device=args.device, out=args.out,
+    return check_suite(_names(args.tasks, "tasks"), device=_device(args.device), out=_out_folder(args.out),
                        as_json=args.json)
 
 
 def _suite_bench(args: argparse.Namespace) -> int:
     from d2kbench.suitecheck import bench_suite
 
-    return bench_suite(args.tasks.split(",") if args.tasks else None, device=args.device, out=args.out)
+    return bench_suite(_names(args.tasks, "tasks"), device=_device(args.device), out=_out_folder(args.out))
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -107,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_tasks_show)
 
-    p = sub.add_parser("eval", help="evaluate one candidate file (exit 0 on pass, 1 otherwise)")
+    p = sub.add_parser("eval",
+                       help="evaluate one candidate file (exit 0 on pass, 1 on the candidate's failure, 3 on a "
+                            "harness fault)")
     p.add_argument("task", help="task id or folder")
     p.add_argument("file", type=Path, help="the candidate: a Python file defining run(*inputs)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -123,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="results to the evaluator through files, not device to device (CUDA IPC)")
     p.add_argument("--seed", type=int, help="fix the input seed (default: a fresh secret)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda:N")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per call before a timeout verdict")
+    p.add_argument("--timeout", type=_positive_seconds, default=300.0,
+                   help="seconds per call before a timeout verdict")
     p.set_defaults(func=_eval)
 
     suite = sub.add_parser("suite", help="check or benchmark the experts").add_subparsers(
@@ -156,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (TaskFormatError, KeyError, FileNotFoundError) as exc:
+    except (UsageError, TaskFormatError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         print(f"d2k: {message}", file=sys.stderr)
         return 2

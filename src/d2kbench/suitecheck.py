@@ -19,7 +19,7 @@ def _select(ids: list[str] | None) -> list[Task]:
 
 
 def check_suite(ids: list[str] | None, device: str = "auto", out: Path | None = None, as_json: bool = False) -> int:
-    """Evaluate every expert for correctness: every workload on a GPU (hidden ones included), cpu ones otherwise."""
+    """Evaluate every expert for correctness: the scored and hidden workloads on a GPU, the cpu ones otherwise."""
     device = resolve_device(device)
     gpu = device.startswith("cuda")
     results: list[EvalResult] = []

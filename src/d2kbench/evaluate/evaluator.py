@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -81,9 +82,18 @@ class EvalOptions:
 
 
 def resolve_device(device: str) -> str:
+    """`auto` (the first GPU, else the CPU), `cpu`, or `cuda`/`cuda:N` naming a visible GPU; anything else is a
+    ValueError that names the devices there are."""
     if device == "auto":
         return "cuda:0" if torch.cuda.is_available() else "cpu"
-    return device
+    if device == "cpu":
+        return device
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    match = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if match and int(match.group(1) or 0) < gpus:
+        return f"cuda:{int(match.group(1) or 0)}"
+    visible = ", ".join(["auto", "cpu", *(f"cuda:{i}" for i in range(gpus))])
+    raise ValueError(f"no device {device!r} here (this machine has: {visible})")
 
 
 def select_workloads(task: Task, options: EvalOptions, gpu: bool) -> list[Workload]:
@@ -149,7 +159,7 @@ def evaluate(task: Task, candidate: Path | str, options: EvalOptions | None = No
     candidate = Path(candidate)
     options = options or EvalOptions()
     if not candidate.is_file():
-        raise FileNotFoundError(f"no candidate file {candidate}")
+        raise FileNotFoundError(f"no candidate file {candidate}" + (" (it is a folder)" if candidate.is_dir() else ""))
     return Evaluation(task, candidate, options).run()
 
 

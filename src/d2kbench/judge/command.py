@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from d2kbench.judge.records import JUDGEMENTS, needs_work, read_record, write_record
+from d2kbench.judge.records import DESIGNS, JUDGEMENTS, ensure_folder, needs_work, read_record, write_record_or_keep
 from d2kbench.judge.schema import DEFAULT_RETRIES  # not from judge.ask: the command line stays free of torch
-from d2kbench.suite import Task, find_task, load_suite
+from d2kbench.runs.command import select_tasks
+from d2kbench.suite import Task, load_suite
 
 if TYPE_CHECKING:
     from d2kbench.judge.judging import Subject
@@ -20,25 +21,24 @@ if TYPE_CHECKING:
 CALIBRATE = "calibrate"
 
 
-def parse_tasks(text: str) -> list[Task]:
-    """`all` or comma-separated task ids / folders."""
-    if text == "all":
-        return load_suite()
-    return [find_task(name.strip()) for name in text.split(",") if name.strip()]
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+def _at_least(text: str, least: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
     return value
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    return _at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    return _at_least(text, 0, "a non-negative integer")
 
 
 async def _bounded(jobs: list[Callable[[], Awaitable[None]]], concurrency: int) -> None:
@@ -66,26 +66,40 @@ def _design_command(args: argparse.Namespace) -> int:
     from d2kbench.judge.design import design, design_path
     from d2kbench.judge.models import make_judge_model
 
-    tasks = parse_tasks(args.tasks)
+    tasks = select_tasks(args.tasks)
     model = make_judge_model(args.model, base_url=args.base_url)
+    ensure_folder(args.out / DESIGNS)  # before any model call: an answer must not be lost for want of a folder
     todo = [(task, seed) for task in tasks for seed in range(args.seeds)
             if needs_work(design_path(args.out, args.model, task, seed), args.retry_failed)]
     print(f"{len(tasks) * args.seeds - len(todo)} design(s) already stored, {len(todo)} to write")
+    unwritten: list[Path] = []
 
     def job(task: Task, seed: int) -> Callable[[], Awaitable[None]]:
         async def write() -> None:
             record = await design(task, model, args.model, seed)
-            write_record(design_path(args.out, args.model, task, seed), record)
-            print(f"design {task.id} seed={seed}: {record['status']}"
-                  + (f" ({record['error']})" if record["error"] else f", {len(record['text'])} characters"))
+            if _stored(design_path(args.out, args.model, task, seed), record, unwritten):
+                print(f"design {task.id} seed={seed}: {record['status']}"
+                      + (f" ({record['error']})" if record["error"] else f", {len(record['text'])} characters"))
         return write
 
     asyncio.run(_bounded([job(t, s) for t, s in todo], args.concurrency))
     failed = [t.id for t in tasks for s in range(args.seeds)
-              if read_record(design_path(args.out, args.model, t, s))["status"] != "ok"]
+              if (path := design_path(args.out, args.model, t, s)) not in unwritten
+              and read_record(path)["status"] != "ok"]
     if failed:
         print(f"{len(failed)} design(s) failed ({', '.join(failed)}); --retry-failed asks again", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or unwritten else 0
+
+
+def _stored(path: Path, record: dict[str, Any], unwritten: list[Path]) -> bool:
+    """Write `record` at `path`; if that fails, say where it was kept instead and add `path` to `unwritten`."""
+    try:
+        write_record_or_keep(path, record)
+    except OSError as exc:
+        print(f"d2k: {exc}", file=sys.stderr)
+        unwritten.append(path)
+        return False
+    return True
 
 
 def _judge_command(args: argparse.Namespace) -> int:
@@ -95,10 +109,12 @@ def _judge_command(args: argparse.Namespace) -> int:
     from d2kbench.judge.models import make_judge_model
     from d2kbench.judge.targets import design_subjects, run_subjects
 
-    if not args.dir.is_dir():
+    if not args.dir.exists():
         raise FileNotFoundError(f"no such folder: {args.dir}")
+    if not args.dir.is_dir():
+        raise ValueError(f"{args.dir} is not a folder (give a run folder, or `{CALIBRATE}`)")
     tasks = {t.id: t for t in load_suite()}
-    wanted = {t.id for t in parse_tasks(args.tasks)} if args.tasks else set(tasks)
+    wanted = {t.id for t in select_tasks(args.tasks)} if args.tasks is not None else set(tasks)
     subjects = [s for s in run_subjects(args.dir, tasks) + design_subjects(args.dir, tasks) if s.task.id in wanted]
     if not subjects:
         print(f"d2k judge: nothing to judge in {args.dir} (no finished run with a solution, no stored design)",
@@ -106,23 +122,25 @@ def _judge_command(args: argparse.Namespace) -> int:
         return 2
     judge = make_judge_model(args.judge_model, base_url=args.base_url)
     out = args.dir / JUDGEMENTS
+    ensure_folder(out)  # before any model call: an answer must not be lost for want of a folder
     paths = [out / judgement_name(s, args.judge_model, args.samples) for s in subjects]
     todo = [(s, p) for s, p in zip(subjects, paths, strict=True) if needs_work(p, args.retry_failed)]
     print(f"{len(subjects) - len(todo)} judgement(s) already stored, {len(todo)} to make")
+    unwritten: list[Path] = []
 
     def job(subject: Subject, path: Path) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             record = await judge_subject(subject, judge, args.judge_model, samples=args.samples,
                                          retries=args.retries)
-            write_record(path, record)
-            print(_judgement_line(record))
+            if _stored(path, record, unwritten):
+                print(_judgement_line(record))
         return run
 
     asyncio.run(_bounded([job(s, p) for s, p in todo], args.concurrency))
-    failed = [p for p in paths if read_record(p)["status"] != "ok"]
+    failed = [p for p in paths if p not in unwritten and read_record(p)["status"] != "ok"]
     if failed:
         print(f"{len(failed)} judgement(s) failed (no valid judge answer); --retry-failed asks again", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failed or unwritten else 0
 
 
 def _judgement_line(record: dict[str, Any]) -> str:
@@ -138,12 +156,12 @@ def _calibrate_command(args: argparse.Namespace) -> int:
     from d2kbench.judge.calibrate import calibrate, calibration_markdown
     from d2kbench.judge.models import make_judge_model
 
-    tasks = parse_tasks(args.tasks or "all")
+    tasks = select_tasks("all" if args.tasks is None else args.tasks)
     judge = make_judge_model(args.judge_model, base_url=args.base_url)
+    out = args.out or Path("calibration")
+    ensure_folder(out)  # before any model call
     result = asyncio.run(calibrate(tasks, judge, args.judge_model, samples=args.samples, retries=args.retries,
                                    concurrency=args.concurrency))
-    out = args.out or Path("calibration")
-    out.mkdir(parents=True, exist_ok=True)
     markdown = calibration_markdown(result)
     (out / "calibration.md").write_text(markdown, encoding="utf-8")
     (out / "calibration.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
@@ -158,9 +176,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="openai/NAME, anthropic/NAME or scripted/judge:PATH")
     p.add_argument("--tasks", required=True, help="comma-separated task ids, or all")
     p.add_argument("--out", type=Path, required=True, help="the folder (designs go to OUT/designs/)")
-    p.add_argument("--seeds", type=_positive, default=1, help="designs per task: seeds 0..N-1 (default 1)")
+    p.add_argument("--seeds", type=positive_int, default=1, help="designs per task: seeds 0..N-1 (default 1)")
     p.add_argument("--base-url", help="OpenAI-compatible server URL")
-    p.add_argument("--concurrency", type=_positive, default=4, help="requests in flight (default 4)")
+    p.add_argument("--concurrency", type=positive_int, default=4, help="requests in flight (default 4)")
     p.add_argument("--retry-failed", action="store_true", help="write again the designs that failed")
     p.set_defaults(func=_usage_errors(_design_command))
 
@@ -169,12 +187,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                    "d2k judge calibrate: judge the experts and their ablations (--tasks, --out).")
     p.add_argument("dir", type=Path, help=f"the run folder, or `{CALIBRATE}`")
     p.add_argument("--judge-model", required=True, help="openai/NAME, anthropic/NAME or scripted/judge:PATH")
-    p.add_argument("--samples", type=_positive, default=1, help="independent judge answers per subject")
-    p.add_argument("--retries", type=_non_negative, default=DEFAULT_RETRIES,
+    p.add_argument("--samples", type=positive_int, default=1, help="independent judge answers per subject")
+    p.add_argument("--retries", type=non_negative_int, default=DEFAULT_RETRIES,
                    help=f"corrected answers asked after an invalid one (default {DEFAULT_RETRIES})")
     p.add_argument("--tasks", help="comma-separated task ids (calibrate: default all)")
     p.add_argument("--out", type=Path, help="calibrate: where calibration.md/.json go (default ./calibration)")
     p.add_argument("--base-url", help="OpenAI-compatible server URL")
-    p.add_argument("--concurrency", type=_positive, default=4, help="subjects judged at once (default 4)")
+    p.add_argument("--concurrency", type=positive_int, default=4, help="subjects judged at once (default 4)")
     p.add_argument("--retry-failed", action="store_true", help="judge again the subjects whose judgement failed")
     p.set_defaults(func=_usage_errors(_judge_command))

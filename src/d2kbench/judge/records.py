@@ -7,11 +7,16 @@ to a temporary name and renamed, so a crash leaves either no record or a complet
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
+
+from d2kbench.runs.store import file_in_the_way
 
 DESIGNS = "designs"
 JUDGEMENTS = "judgements"
@@ -39,11 +44,53 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     """Write `record` as JSON at `path`, atomically (temporary file, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as file:
-        json.dump(record, file, indent=1, ensure_ascii=False)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=1, ensure_ascii=False)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise
+
+
+def ensure_folder(folder: Path) -> None:
+    """Create `folder` (and its parents) unless it exists; ValueError, naming the path, if it cannot be one.
+
+    Called before any model call, so that a record cannot be lost for want of a place to write it.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        culprit = file_in_the_way(folder)
+        if culprit is not None:
+            held = "" if culprit == folder else f", to hold {folder}"
+            raise ValueError(f"{culprit} is not a folder; it must be a folder{held}") from None
+        raise ValueError(f"cannot create the folder {folder} ({exc.strerror or exc}); it must be a folder") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write in the folder {folder}")
+
+
+def write_record_or_keep(path: Path, record: dict[str, Any]) -> None:
+    """`write_record`; if that fails, keep `record` elsewhere and raise an OSError naming `path` and where it went.
+
+    The record holds a model's answer, maybe a paid one: it goes to a file in the temporary folder, or, if
+    even that fails, to standard error.
+    """
+    try:
+        write_record(path, record)
+    except OSError as exc:
+        try:
+            handle, kept = tempfile.mkstemp(prefix="d2k-unwritten-", suffix=f"-{path.name}")
+            with open(handle, "w", encoding="utf-8") as file:
+                json.dump(record, file, indent=1, ensure_ascii=False)
+            where = f"kept in {kept}"
+        except OSError:
+            print(json.dumps(record, ensure_ascii=False), file=sys.stderr)
+            where = "printed above"
+        raise OSError(f"could not write {path} ({exc.strerror or exc}); the record is {where}") from exc
 
 
 def read_record(path: Path) -> dict[str, Any]:

@@ -69,11 +69,13 @@ def report_command(args: argparse.Namespace) -> int:
     from d2kbench.judge.export import load_judgements, property_verdicts, with_judge_scores
     from d2kbench.report.build import ReportOptions, build_report
     from d2kbench.report.render import write_report
+    from d2kbench.runs.store import check_folder
     from d2kbench.suite import load_suite
 
     out = args.out or args.dir / "report"
     try:
         loaded = load_cells(args.dir)
+        check_folder(out, "--out" if args.out else "the report")
         judged = load_judgements(args.dir)  # from `d2k judge DIR`; none yet is fine
         cells = with_judge_scores(loaded.cells, judged)
         verdicts = property_verdicts(judged, {t.id: t for t in load_suite()}) if judged else []

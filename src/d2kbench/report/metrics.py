@@ -1,4 +1,4 @@
-"""The metrics of DESIGN.md ("Metrics"), as pure functions over `CellResult`s. docs/metrics.md has the formulas.
+"""The report's metrics, as pure functions over `CellResult`s. docs/metrics.md has the formulas.
 
 Cells are grouped into `TaskOutcome`s, one per (model, config, task) with one `SeedResult` per seed.
 The tasks of the matrix are every task any cell (or matrix key) names; the seeds of a (model, config)

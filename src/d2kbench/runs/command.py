@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from d2kbench.runs.cells import Cell, build_matrix, parse_configs
 from d2kbench.runs.metrics import format_summary, summarize
 from d2kbench.runs.progress import make_progress
-from d2kbench.runs.store import Store, StoreBusy
+from d2kbench.runs.store import Store, StoreBusy, check_folder
 from d2kbench.suite import Task, find_task, load_suite
 
 if TYPE_CHECKING:
@@ -62,6 +62,14 @@ def select_devices(text: str) -> list[str]:
     devices = [d.strip() for d in text.split(",") if d.strip()]
     if devices != ["cpu"] and not all(d.startswith("cuda:") and d[5:].isdigit() for d in devices):
         raise ValueError(f"--devices takes auto, cpu or cuda:N[,cuda:M...], got {text!r}")
+    if devices != ["cpu"]:
+        from d2kbench.runs.executor import visible_devices
+
+        visible = [d for d in visible_devices() if d != "cpu"]
+        unknown = [d for d in devices if d not in visible]
+        if unknown:
+            raise ValueError(f"--devices {','.join(unknown)}: no such GPU here (visible: "
+                             f"{','.join(visible) or 'none; --devices cpu runs on the CPU'})")
     return devices
 
 
@@ -86,6 +94,7 @@ def run_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--wall-clock must be positive, got {args.wall_clock}")
         if args.ray_address and args.executor != "ray":
             raise ValueError("--ray-address needs --executor ray")
+        check_folder(args.out, "--out")
         tasks = select_tasks(args.tasks)
         matrix = build_matrix(args.model, tasks, parse_configs(args.configs), args.seeds, args.turns)
         if args.executor == "ray":
@@ -148,7 +157,7 @@ def run_matrix(store: Store, matrix: list[tuple[Cell, Task]], settings: RunSetti
 def summary_command(args: argparse.Namespace) -> int:
     try:
         store = Store(args.dir, write=False)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         print(f"d2k runs summary: {exc}", file=sys.stderr)
         return 2
     try:

@@ -61,6 +61,24 @@ class StoreBusy(RuntimeError):
     """Another driver process holds the run folder."""
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """The nearest of `folder` and its parents that exists, when it is not a folder: `folder` can't be one."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            return None if path.is_dir() else path
+    return None
+
+
+def check_folder(folder: Path, label: str) -> None:
+    """A ValueError naming the file in the way where `folder` (given as `label`, e.g. `--out`) cannot be a folder:
+    checked before a command's work, not when it writes at the end."""
+    if (in_the_way := file_in_the_way(folder)) is not None:
+        raise ValueError(f"{label} must be a folder: {in_the_way} is a file")
+
+
+STORE_TABLES = {"meta", "cells", "attempts", "sqlite_sequence"}  # SCHEMA's (sqlite_sequence: AUTOINCREMENT)
+
+
 class Store:
     """A run folder: `results.sqlite`, `trajectories/`, `workspaces/`."""
 
@@ -77,26 +95,50 @@ class Store:
             except BlockingIOError:
                 self._lock.close()
                 raise StoreBusy(f"another d2k run is writing {self.root} (store.lock is held)") from None
-            self.trajectories.mkdir(exist_ok=True)
-            self.workspaces.mkdir(exist_ok=True)
         elif not (self.root / "results.sqlite").is_file():
             raise FileNotFoundError(f"no run store in {self.root} (results.sqlite is missing)")
         uri = (self.root / "results.sqlite").resolve().as_uri() + ("" if write else "?mode=ro")
         self.db = sqlite3.connect(uri, uri=True, isolation_level=None)
         self.db.row_factory = sqlite3.Row
+        try:
+            self._check_store(write)
+            if write:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=FULL")
+                self.db.executescript(SCHEMA)
+                with self.transaction():
+                    self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        except sqlite3.OperationalError as exc:  # a store, busy or unreadable: "database is locked", ...
+            self.close()
+            raise ValueError(f"{self.root}: cannot read results.sqlite ({exc})") from exc
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise ValueError(f"{self.root}: results.sqlite is not a d2k run store ({exc})") from exc
+        except ValueError:
+            self.close()
+            raise
         if write:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.executescript(SCHEMA)
+            self.trajectories.mkdir(exist_ok=True)
+            self.workspaces.mkdir(exist_ok=True)
+
+    def _check_store(self, write: bool) -> None:
+        """Refuse another application's database or another schema before anything is written. An empty
+        database (a 0-byte file too) becomes a store when opened to write; opened to read, it is none."""
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        # opened to write, a store whose creation was cut off (some of its own tables) is completed
+        complete = {"meta", "cells"} <= tables or write and tables <= STORE_TABLES
+        if tables and not complete:
+            raise sqlite3.DatabaseError(f"its tables are {', '.join(sorted(tables))}; a store has meta and cells")
+        if not tables and not write:
+            raise sqlite3.DatabaseError("an empty database (no run store yet)")
+        if tables:
             self._check_version()
 
     def _check_version(self) -> None:
-        with self.transaction():
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None:
-                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise RuntimeError(f"{self.root}: store schema {row[0]}, this d2kbench reads {SCHEMA_VERSION}")
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is not None and row[0] != str(SCHEMA_VERSION):
+            raise ValueError(f"{self.root}: results.sqlite has store schema {row[0]}; this d2kbench reads schema "
+                             f"{SCHEMA_VERSION} only (use the d2kbench that wrote it)")
 
     def transaction(self):
         """`with store.transaction():` one atomic change (BEGIN IMMEDIATE ... COMMIT, ROLLBACK on error)."""

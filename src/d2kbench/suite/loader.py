@@ -115,11 +115,19 @@ def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 
 
-def _read_toml(file: Path) -> dict:
+def _read_text(file: Path) -> str:
     if not file.is_file():
         raise TaskFormatError(file, "<file>", "the file to exist")
     try:
-        return tomllib.loads(file.read_text())
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFormatError(file, "<encoding>", f"UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_toml(file: Path) -> dict:
+    text = _read_text(file)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskFormatError(file, "<syntax>", f"valid TOML ({exc})") from None
 
@@ -248,11 +256,9 @@ def _rubric(file: Path) -> tuple[RubricProperty, ...]:
 
 
 def _guidance(file: Path) -> dict[str, str]:
-    if not file.is_file():
-        raise TaskFormatError(file, "<file>", "the file to exist")
     sections: dict[str, list[str]] = {}
     current = None
-    for line in file.read_text().splitlines():
+    for line in _read_text(file).splitlines():
         heading = re.match(r"^##\s+(\S+)\s*$", line)
         if heading:
             current = heading.group(1)

@@ -133,7 +133,7 @@ class Task:
         for w in self.workloads:
             if w.name == name:
                 return w
-        raise KeyError(f"task {self.id} has no workload {name!r}")
+        raise KeyError(f"task {self.id} has no workload {name!r} (it has: {', '.join(w.name for w in self.workloads)})")
 
     @property
     def returned_outputs(self) -> tuple[OutputSpec, ...]:

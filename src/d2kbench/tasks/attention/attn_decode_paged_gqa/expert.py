@@ -9,9 +9,7 @@ and writes a normalised partial output and its log-sum-exp for every head of the
 single split per sequence, the output itself, and stage 2 is not launched).
 
 Stage 2 (_merge_splits_kernel), grid = query head x batch: merges the live splits of one head
-exactly, weighting each partial output by exp2(its lse - the running max). With FUSED_MERGE the
-split that finishes last for its (sequence, KV head) does the same merge for the group's heads and
-the second launch is skipped.
+exactly, weighting each partial output by exp2(its lse - the running max).
 
 The split count is chosen on the host from the batch, the KV heads and the block table's static
 width (never from seq_lens, which would need a device-to-host sync), to give a few waves of
@@ -44,25 +42,6 @@ SPLIT_NUM_WARPS = 4
 # loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
 PREFETCH_PAGE_IDS = True
 SPLIT_NUM_STAGES = 3      # K/V tiles double-buffered with the page ids one iteration ahead
-# The last split of each (sequence, KV head) to finish merges the group's splits itself, found by
-# an atomic count, instead of a second launch: on llama3_8b the merge kernel took 11.7 us of the
-# expert's 277 (ncu, bench/results/2026-12-04-h200-owed-13). Off: measured slower on three of the
-# four workloads (llama3_8b 271 -> 277 us, llama3_70b 504 -> 519; qwen3_8b_lvar 315 -> 305, 3%
-# faster; bench/results/2026-12-04-h200-owed-15 call1, attn.log). Not profiled; likely the
-# merging split, alone at the end of its group, makes a tail that the separate merge kernel
-# spreads over the SMs.
-FUSED_MERGE = False
-# ...where one program's merge is short: at most this many partial rows (splits x the group's heads).
-# A single long sequence (qwen3_235b: about 100 splits x 16 heads) keeps the separate merge, whose
-# programs work on the heads in parallel.
-FUSED_MERGE_MAX_ROWS = 256
-# Launch order: the KV heads of one (sequence, split) on neighbouring programs (program_id(0)). A
-# 16-token page holds every KV head ([page, Hkv, D]: 32 KB for 8 heads of 128), and one program reads
-# its head's 256-byte rows at a 2 KB stride: launched side by side, the heads' programs read each page
-# together, where with the batch fastest the programs running at once read pages of different
-# sequences and each page's DRAM rows are opened once per head. Measured: llama3_8b 266 -> 262 us,
-# llama3_70b 503 -> 501, the other two unchanged (bench/results/2026-12-04-h200-sweep-16 call2).
-KV_HEADS_FASTEST = True
 # Stage 2 is a latency-bound pass over a few MB: size each program to its work. A step merges up to
 # MERGE_MAX_SPLIT_BLOCK splits (the split count rounded up to a power of two, so few splits mean a
 # short masked tile), with one warp per MERGE_ELEMS_PER_THREAD x 32 values of the tile. The fixed
@@ -78,19 +57,11 @@ MERGE_ELEMS_PER_THREAD = 64
 # (4 KV heads) takes 264 splits as shipped, 2.7 waves of 64-token-tile programs, 8 tiles each; the rule gives it
 # 99, one full wave. Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
 SPLIT_RULE = "waves"
-SPLIT_PROGRAMS_PER_SM = 3  # the split kernel's sm_90 occupancy: 72 KB of shared memory each (tests check it)
+# The split kernel's sm_90 occupancy, which the rule's waves are counted in (tests check it against the compile):
+# with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers.
+SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 
 _SM_COUNT = {}
-_DONE_COUNTS = {}
-
-
-def _done_counts(n, device):
-    """The fused merge's counts, one per (sequence, KV head): zeroed once, then by the split that
-    merges, so a call launches no memset (a workspace kept across calls, as serving engines do)."""
-    key = (device, n)
-    if key not in _DONE_COUNTS:
-        _DONE_COUNTS[key] = torch.zeros(n, dtype=torch.int32, device=device)
-    return _DONE_COUNTS[key]
 
 
 def _sm_count(device):
@@ -114,8 +85,7 @@ def _split_layout(seq_len, num_splits, TILE: tl.constexpr):
 @triton.jit
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
-    done_ptr,                              # (FUSED_MERGE) splits finished per (sequence, KV head)
-    o_ptr,                                 # written here with FUSED_MERGE or a single split
+    o_ptr,                                 # written here with a single split
     qk_scale_log2,                         # softmax scale * log2(e): scores land in base 2
     num_splits,
     stride_qb, stride_qh,
@@ -132,16 +102,14 @@ def _decode_split_kernel(
     TILE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
-    FUSED: tl.constexpr,                   # the last split merges (FUSED_MERGE)
     DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
-    HEADS_FASTEST: tl.constexpr,           # grid (KV head, batch, split) (KV_HEADS_FASTEST)
-    SPLIT_BLOCK: tl.constexpr,
 ):
-    if HEADS_FASTEST:
-        kv_head, b, num_kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(0)
-    else:
-        b, kv_head, num_kv_heads = tl.program_id(0), tl.program_id(1), tl.num_programs(1)
-    split = tl.program_id(2)
+    # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
+    # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
+    # 2 KB stride, so launched side by side the heads' programs read each page together; with the batch
+    # fastest, the programs running at once read pages of different sequences and each page's DRAM rows
+    # are opened once per head (llama3_8b 266 -> 262 us: bench/results/2026-12-04-h200-sweep-16 call2).
+    kv_head, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
 
     seq_len = tl.load(seq_lens_ptr + b)
     split_tokens, live_splits = _split_layout(seq_len, num_splits, TILE)
@@ -212,21 +180,6 @@ def _decode_split_kernel(
             pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
             tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
 
-        if FUSED:
-            # Every thread's partial stores come before the count (the barrier; the atomic's
-            # release publishes them); the split that counts last sees all of them (its acquire)
-            # and merges, then zeroes the count for the next call.
-            tl.debug_barrier()
-            done = done_ptr + b * num_kv_heads + kv_head
-            if tl.atomic_add(done, 1, sem="acq_rel", scope="gpu") == live_splits - 1:
-                for g in range(0, GROUP):
-                    head = kv_head * GROUP + g
-                    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
-                                part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
-                                o_ptr + b * stride_ob + head * stride_oh,
-                                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
-                tl.store(done, 0)
-
 
 @triton.jit
 def _merge_splits_kernel(
@@ -238,13 +191,8 @@ def _merge_splits_kernel(
     HEAD_DIM: tl.constexpr,
     TILE: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
-    HEADS_FASTEST: tl.constexpr,           # grid (query head, batch)
 ):
-    if HEADS_FASTEST:
-        head, b = tl.program_id(0), tl.program_id(1)
-    else:
-        b, head = tl.program_id(0), tl.program_id(1)
-
+    head, b = tl.program_id(0), tl.program_id(1)  # query heads fastest, as stage 1's KV heads
     seq_len = tl.load(seq_lens_ptr + b)
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
     _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
@@ -256,8 +204,8 @@ def _merge_splits_kernel(
 @triton.jit
 def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
                 HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr):
-    """One query head's output from its live splits' partial outputs and log-sum-exps. The loads
-    go to L2 (.cg): in the fused merge, other programs wrote them during this launch."""
+    """One query head's output from its live splits' partial outputs and log-sum-exps, each read once
+    (.cg: from L2, where stage 1 left them, not kept in L1)."""
     offs_d = tl.arange(0, HEAD_DIM)
     # Exact merge, one block of splits at a time, with a running max so no weight overflows:
     # o = sum_s 2^(lse_s - m) * o_s / sum_s 2^(lse_s - m).
@@ -334,11 +282,8 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
     merge_block, merge_warps = _merge_launch(num_splits, D)
-    fused = FUSED_MERGE and not direct and num_splits * group <= FUSED_MERGE_MAX_ROWS
-    done = _done_counts(B * Hkv, q.device) if fused else part_lse
-    grid = (Hkv, B, num_splits) if KV_HEADS_FASTEST else (B, Hkv, num_splits)
-    _decode_split_kernel[grid](
-        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, done, o,
+    _decode_split_kernel[(Hkv, B, num_splits)](
+        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -349,18 +294,18 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        FUSED=fused, DIRECT=direct, HEADS_FASTEST=KV_HEADS_FASTEST, SPLIT_BLOCK=merge_block,
+        DIRECT=direct,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
-    if fused or direct:
+    if direct:
         return o
-    _merge_splits_kernel[(Hq, B) if KV_HEADS_FASTEST else (B, Hq)](
+    _merge_splits_kernel[(Hq, B)](
         part_o, part_lse, seq_lens, o,
         num_splits,
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=merge_block, HEADS_FASTEST=KV_HEADS_FASTEST,
+        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=merge_block,
         num_warps=merge_warps,
     )
     return o
