@@ -19,6 +19,8 @@ KNOBS = [
     # No waves to fill: one split per (sequence, KV head), stage 1 writes the output (qwen3_8b_lvar's path on the
     # H200, which no cpu workload takes as shipped).
     ("attn_decode_paged_gqa", "WAVES = 8 ", "WAVES = 0 "),
+    # the D = 64 cpu workload's merge in two head-dim parts (the others are at the 32-value floor already)
+    ("attn_decode_paged_gqa", "MERGE_SPLIT_HEAD_DIM = False", "MERGE_SPLIT_HEAD_DIM = True"),
     ("quant_per_token_group_fp8", "PERSISTENT = False", "PERSISTENT = True"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
@@ -251,3 +253,17 @@ def test_muons_tma_kernels_compile_warp_specialized_with_tma_loads(triton_path, 
     for k in kernels:
         assert k["ok"] and k["tma"] and k["warp_specialized"] and k["wgmma"], k
         assert (k["programs_per_sm"], k["grid"], k.get("spill_store_bytes", 0)) == (1, [132], 0), k
+
+
+def test_the_merge_splits_the_head_dim_only_where_the_heads_leave_sms_idle():
+    """MERGE_SPLIT_HEAD_DIM on the scored shapes (132 SMs): the single 128k-token sequence's 64 query heads take
+    four 32-value parts of the head dim, and its 264 splits two steps of 256 instead of five of 64; every batch
+    whose heads cover the SMs keeps one program per head, as shipped."""
+    module = load_module(find_task("attn_decode_paged_gqa").expert_path, "test_attention_merge_launch")
+    cpu = torch.device("cpu")  # sized as on an H200
+    shipped = {heads: module._merge_launch(264, 128, heads, cpu) for heads in (64, 16 * 64, 64 * 32)}
+    module.MERGE_SPLIT_HEAD_DIM = True
+    split = {heads: module._merge_launch(264, 128, heads, cpu) for heads in (64, 16 * 64, 64 * 32)}
+    assert shipped == {64: (128, 64, 4), 1024: (128, 64, 4), 2048: (128, 64, 4)}
+    assert split == {64: (32, 256, 4), 1024: (128, 64, 4), 2048: (128, 64, 4)}
+    assert module._merge_launch(3, 128, 64, cpu) == (32, 4, 1)  # few splits: a short step, one warp

@@ -8,8 +8,8 @@ shared by every query head of the group), runs an online softmax in float32 in t
 and writes a normalised partial output and its log-sum-exp for every head of the group (with a
 single split per sequence, the output itself, and stage 2 is not launched).
 
-Stage 2 (_merge_splits_kernel), grid = query head x batch: merges the live splits of one head
-exactly, weighting each partial output by exp2(its lse - the running max).
+Stage 2 (_merge_splits_kernel), grid = query head x batch (x head-dim parts, MERGE_SPLIT_HEAD_DIM):
+merges the live splits of one head exactly, weighting each partial output by exp2(its lse - the running max).
 
 The split count is chosen on the host from the batch, the KV heads and the block table's static
 width (never from seq_lens, which would need a device-to-host sync), to give a few waves of
@@ -50,6 +50,12 @@ SPLIT_NUM_STAGES = 3      # K/V tiles double-buffered with the page ids one iter
 # 98 us (bench/results/2026-12-04-h200-sweep-16, calls 1 and 2; 16 values per thread: 102 us).
 MERGE_MAX_SPLIT_BLOCK = 64
 MERGE_ELEMS_PER_THREAD = 64
+# Where the batch's query heads are fewer programs than SMs (the single 128k-token sequence: 64 heads), split the
+# head dim over programs as well, down to MERGE_MIN_D_BLOCK values, and let each step take proportionally more
+# splits: each program's chain of dependent steps is its latency (264 splits: five steps of 64 as shipped, two of 256
+# at 32 values). Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
+MERGE_SPLIT_HEAD_DIM = False
+MERGE_MIN_D_BLOCK = 32
 # How many splits. "waves": enough for WAVES programs per SM (as shipped). "whole_waves": of the split counts up
 # to that many, the one whose grid leaves least of its last wave idle at SPLIT_PROGRAMS_PER_SM resident programs
 # per SM, the fewest splits among equals (fewer partials to write and merge). With equal splits a grid runs in
@@ -188,30 +194,31 @@ def _merge_splits_kernel(
     stride_po_b, stride_po_h, stride_po_s,
     stride_pl_b, stride_pl_h,
     stride_ob, stride_oh,
-    HEAD_DIM: tl.constexpr,
+    D_BLOCK: tl.constexpr,                 # head-dim values per program (HEAD_DIM unless MERGE_SPLIT_HEAD_DIM)
     TILE: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
 ):
-    head, b = tl.program_id(0), tl.program_id(1)  # query heads fastest, as stage 1's KV heads
+    head, b, d_part = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # query heads fastest, as stage 1's
     seq_len = tl.load(seq_lens_ptr + b)
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
-    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h,
+    d0 = d_part * D_BLOCK
+    _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h + d0,
                 part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
-                o_ptr + b * stride_ob + head * stride_oh,
-                live_splits, stride_po_s, HEAD_DIM, SPLIT_BLOCK)
+                o_ptr + b * stride_ob + head * stride_oh + d0,
+                live_splits, stride_po_s, D_BLOCK, SPLIT_BLOCK)
 
 
 @triton.jit
 def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
-                HEAD_DIM: tl.constexpr, SPLIT_BLOCK: tl.constexpr):
-    """One query head's output from its live splits' partial outputs and log-sum-exps, each read once
-    (.cg: from L2, where stage 1 left them, not kept in L1)."""
-    offs_d = tl.arange(0, HEAD_DIM)
+                D_BLOCK: tl.constexpr, SPLIT_BLOCK: tl.constexpr):
+    """One query head's output (D_BLOCK values of it) from its live splits' partial outputs and log-sum-exps,
+    each read once (.cg: from L2, where stage 1 left them, not kept in L1)."""
+    offs_d = tl.arange(0, D_BLOCK)
     # Exact merge, one block of splits at a time, with a running max so no weight overflows:
     # o = sum_s 2^(lse_s - m) * o_s / sum_s 2^(lse_s - m).
     m = -float("inf")
     den = 0.0
-    acc = tl.zeros([HEAD_DIM], tl.float32)
+    acc = tl.zeros([D_BLOCK], tl.float32)
     for s0 in range(0, live_splits, SPLIT_BLOCK):
         offs_s = s0 + tl.arange(0, SPLIT_BLOCK)
         live = offs_s < live_splits
@@ -247,12 +254,18 @@ def _whole_wave_splits(programs, most, slots):
     return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
-def _merge_launch(num_splits, head_dim):
-    """Stage 2's splits per step and warps: the step covers the splits (a power of two, capped),
-    and each warp about MERGE_ELEMS_PER_THREAD values per thread of the [splits, head dim] tile."""
-    block = min(MERGE_MAX_SPLIT_BLOCK, max(2, triton.next_power_of_2(num_splits)))
-    warps = block * head_dim // (32 * MERGE_ELEMS_PER_THREAD)
-    return block, min(8, max(1, triton.next_power_of_2(warps)))
+def _merge_launch(num_splits, head_dim, heads, device):
+    """Stage 2's head-dim values per program, splits per step and warps: with MERGE_SPLIT_HEAD_DIM the head dim is
+    halved while the `heads` (query heads x batch) programs fall short of the SMs; the step covers the splits (a
+    power of two, capped at MERGE_MAX_SPLIT_BLOCK x head dim values), and each warp about MERGE_ELEMS_PER_THREAD
+    values per thread of the [splits, values] tile."""
+    d_block = head_dim
+    while MERGE_SPLIT_HEAD_DIM and d_block > MERGE_MIN_D_BLOCK and heads * head_dim // d_block < _sm_count(device):
+        d_block //= 2
+    most = MERGE_MAX_SPLIT_BLOCK * head_dim // d_block
+    block = min(most, max(2, triton.next_power_of_2(num_splits)))
+    warps = block * d_block // (32 * MERGE_ELEMS_PER_THREAD)
+    return d_block, block, min(8, max(1, triton.next_power_of_2(warps)))
 
 
 def run(q, k_cache, v_cache, block_table, seq_lens, scale):
@@ -281,7 +294,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
-    merge_block, merge_warps = _merge_launch(num_splits, D)
+    merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o,
         float(scale) * LOG2E, num_splits,
@@ -299,13 +312,13 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     )
     if direct:
         return o
-    _merge_splits_kernel[(Hq, B)](
+    _merge_splits_kernel[(Hq, B, D // merge_d_block)](
         part_o, part_lse, seq_lens, o,
         num_splits,
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        HEAD_DIM=D, TILE=TILE_N, SPLIT_BLOCK=merge_block,
+        D_BLOCK=merge_d_block, TILE=TILE_N, SPLIT_BLOCK=merge_block,
         num_warps=merge_warps,
     )
     return o
