@@ -61,8 +61,14 @@ once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=F
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note): the 128k sequence's
 # split kernel as shipped, and quant's column-major workload, expert and compiled comparator.
 NCU="ncu --profile-from-start off --set full"
-once ncu_attn_128k 120 $NCU -k regex:_decode_split_kernel python3 bench/ncu_target.py attn_decode_paged_gqa \
-  qwen3_235b_a22b_b1_l128k
+once ncu_attn_128k 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 bench/ncu_target.py \
+  attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k
+# ...and in one wave (132 splits at four programs per SM, owed-13's 91 us) with the merge over head-dim parts: whether
+# the wave's SMs finish together (ncu's SM active cycles, min and max against the mean) is what the dynamic split
+# would answer (docs/perf/attention.md).
+once ncu_attn_128k_one_wave 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
+  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set SPLIT_RULE=whole_waves \
+  --set PREFETCH_PAGE_IDS=False --set MERGE_SPLIT_HEAD_DIM=True
 once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \
