@@ -9,9 +9,9 @@
 # The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
 # under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md; the last full run of all four
 # tasks is 2026-12-02's, moe's only one since; attn_split_rule: the split count by whole waves against WAVES
-# alone, the 128k sequence's 85% of copy bandwidth at stake; attn_merge_split: its merge over head-dim parts;
-# quant_persistent: a persistent grid against one
-# program per tile, the column-major 80% at stake; muon_tma_ws: its products warp-specialized, the 2x at stake;
+# alone, the 128k sequence's 85% of copy bandwidth at stake; attn_merge_split, attn_pdl: its merge over head-dim
+# parts and as a programmatic dependent launch; quant_persistent: a persistent grid against one program per tile,
+# the column-major 80% at stake; muon_tma_ws: its products warp-specialized, the 2x at stake;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
@@ -47,10 +47,14 @@ once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
   --set PREFETCH_PAGE_IDS=True,False --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
 # The merge's head dim over more programs where the batch's heads leave SMs idle: only the 128k sequence (64 heads),
-# under both split rules (264 splits, or 99: five steps or two as shipped, two or one split).
-once attn_merge_split 90 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
-  --set MERGE_SPLIT_HEAD_DIM=False,True --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 \
-  --json "$R/attn_merge_split.json"
+# under both split rules (264 splits, or 99: five steps or two as shipped, two or one split), and launched as a
+# programmatic dependent of the split kernel or not.
+once attn_merge_split 150 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
+  --set MERGE_SPLIT_HEAD_DIM=False,True --set SPLIT_RULE=waves,whole_waves --set MERGE_PDL=False,True \
+  --reps 30 --rounds 6 --json "$R/attn_merge_split.json"
+# The merge as a programmatic dependent launch on every scored workload (all but qwen3_8b_lvar merge).
+once attn_pdl 120 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --reps 30 --rounds 6 \
+  --json "$R/attn_pdl.json"
 # The shipped grid twice (PERSISTENT=False under both counts: the rounds' noise) against the persistent one.
 once quant_persistent 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PERSISTENT=False,True \
   --set PERSISTENT_PROGRAMS_PER_SM=4,8 --reps 30 --rounds 6 --json "$R/quant_persistent.json"

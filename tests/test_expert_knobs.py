@@ -34,6 +34,8 @@ SM90_ONLY_KNOBS = [
     ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),
     # the shipped rule's choice on every cpu shape (test_muons_wave_rule_takes_wide_tiles_where_they_were_faster)
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
+    # the merge as a programmatic dependent launch (the interpreter has none: it runs the shipped launches)
+    ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
 ]
@@ -267,3 +269,21 @@ def test_the_merge_splits_the_head_dim_only_where_the_heads_leave_sms_idle():
     assert shipped == {64: (128, 64, 4), 1024: (128, 64, 4), 2048: (128, 64, 4)}
     assert split == {64: (32, 256, 4), 1024: (128, 64, 4), 2048: (128, 64, 4)}
     assert module._merge_launch(3, 128, 64, cpu) == (32, 4, 1)  # few splits: a short step, one warp
+
+
+@pytest.mark.parametrize("triton_path", ["venv", "device"])
+def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(triton_path, tmp_path):
+    """MERGE_PDL with this machine's Triton and the H200's: the split kernel lets the merge launch
+    (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait); as shipped, neither."""
+    if triton_path == "device" and not DEVICE_TRITON:
+        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
+    task = find_task("attn_decode_paged_gqa")
+    source = task.expert_path.read_text()
+    assert source.count("MERGE_PDL = False") == 1
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source.replace("MERGE_PDL = False", "MERGE_PDL = True"))
+    triton = DEVICE_TRITON if triton_path == "device" else None
+    for path, expected in ((task.expert_path, False), (variant, True)):
+        kernels = compile_report_with(triton, task.id, path)["kernels"]
+        assert {k["kernel"] for k in kernels} == {"_decode_split_kernel", "_merge_splits_kernel"}
+        assert all(k["ok"] and k["dependent_launch"] is expected for k in kernels), kernels

@@ -181,6 +181,9 @@ def test_compile_report_names_its_workload_and_counts_repeated_launches():
     assert len(out) == 3 and out[1].endswith("wgmma=no [3 launches]") and "registers=18" in out[1]
     assert "BLOCK=256" in out[2] and not out[2].endswith("launches]")
     assert "workload n1m?" in format_compile_report([], "n1m")
+    assert "programmatic dependent launch" not in out[1]
+    pdl = format_compile_report([{**REPORT[0], "dependent_launch": True}], "n1m").splitlines()[1]
+    assert pdl.endswith("wgmma=no, programmatic dependent launch"), pdl
 
 
 def test_the_same_source_is_compiled_once_per_task(toy_task, tmp_path, monkeypatch):

@@ -255,6 +255,7 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
                     f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
             line += ", TMA" * bool(k.get("tma")) + ", warp-specialized" * bool(k.get("warp_specialized"))
+            line += ", programmatic dependent launch" * bool(k.get("dependent_launch"))
             if k.get("programs_per_sm") is not None:
                 line += f", programs per SM={k['programs_per_sm']} (limited by {k['programs_limited_by']})"
             if k.get("grid") is not None:

@@ -68,7 +68,8 @@ class CompileCapture:
     def compile(self, fn, args: tuple, kwargs: dict[str, Any], grid: Any = None) -> None:
         import triton
 
-        options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in kwargs}
+        launch_options = ("num_warps", "num_stages", "num_ctas", "maxnreg", "launch_pdl")
+        options = {k: kwargs.pop(k) for k in launch_options if k in kwargs}
         values: dict[str, Any] = {}
         for param, name in zip(fn.params, fn.arg_names, strict=True):
             if len(values) < len(args):
@@ -162,9 +163,11 @@ def programs_per_sm(registers: int, num_warps: int, shared_bytes: int) -> tuple[
 
 
 def ptx_features(ptx: str) -> dict[str, bool]:
-    """Whether the PTX uses wgmma, TMA (bulk tensor loads or stores) and warp specialization (partitions that
-    trade registers with `setmaxnreg`)."""
-    return {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "warp_specialized": "setmaxnreg" in ptx}
+    """Whether the PTX uses wgmma, TMA (bulk tensor loads or stores), warp specialization (partitions that trade
+    registers with `setmaxnreg`) and programmatic dependent launch (`griddepcontrol`: waiting for the kernel before,
+    or letting the next one start)."""
+    return {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "warp_specialized": "setmaxnreg" in ptx,
+            "dependent_launch": "griddepcontrol" in ptx}
 
 
 def ptxas_info(ptx: str) -> dict[str, int]:

@@ -18,6 +18,7 @@ whole tiles, so only the sequence's very last tile is partial.
 """
 
 import functools
+import os
 from fractions import Fraction
 
 import torch
@@ -56,6 +57,12 @@ MERGE_ELEMS_PER_THREAD = 64
 # at 32 values). Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
 MERGE_SPLIT_HEAD_DIM = False
 MERGE_MIN_D_BLOCK = 32
+# Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
+# started, the merge's programs may be scheduled into the SMs the last wave leaves free and wait there
+# (griddepcontrol.wait) for the splits' writes, instead of launching after the split kernel has drained. What it
+# would save is the gap between the two kernels, on every workload that merges. Not yet timed on the H200
+# (bench/gpu_owed.sh `attn_merge_split`, `attn_pdl`); off until then. GPU only (the interpreter has no PDL).
+MERGE_PDL = False
 # How many splits. "waves": enough for WAVES programs per SM (as shipped). "whole_waves": of the split counts up
 # to that many, the one whose grid leaves least of its last wave idle at SPLIT_PROGRAMS_PER_SM resident programs
 # per SM, the fewest splits among equals (fewer partials to write and merge). With equal splits a grid runs in
@@ -109,6 +116,7 @@ def _decode_split_kernel(
     DOT_PRECISION: tl.constexpr,
     PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
     DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
+    LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -116,6 +124,9 @@ def _decode_split_kernel(
     # fastest, the programs running at once read pages of different sequences and each page's DRAM rows
     # are opened once per head (llama3_8b 266 -> 262 us: bench/results/2026-12-04-h200-sweep-16 call2).
     kv_head, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if LAUNCH_DEPENDENTS:
+        # Only permits the launch: the merge still waits for every split program's writes (gdc_wait).
+        tl.extra.cuda.gdc_launch_dependents()
 
     seq_len = tl.load(seq_lens_ptr + b)
     split_tokens, live_splits = _split_layout(seq_len, num_splits, TILE)
@@ -197,11 +208,14 @@ def _merge_splits_kernel(
     D_BLOCK: tl.constexpr,                 # head-dim values per program (HEAD_DIM unless MERGE_SPLIT_HEAD_DIM)
     TILE: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
+    WAIT_PRIMARY: tl.constexpr,            # launched with PDL: wait for the split kernel's writes
 ):
     head, b, d_part = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # query heads fastest, as stage 1's
-    seq_len = tl.load(seq_lens_ptr + b)
+    seq_len = tl.load(seq_lens_ptr + b)   # an input, not a split's output: safe before the wait
     _, live_splits = _split_layout(seq_len, num_splits, TILE)
     d0 = d_part * D_BLOCK
+    if WAIT_PRIMARY:
+        tl.extra.cuda.gdc_wait()
     _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h + d0,
                 part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
                 o_ptr + b * stride_ob + head * stride_oh + d0,
@@ -295,6 +309,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
+    pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
     _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o,
         float(scale) * LOG2E, num_splits,
@@ -307,7 +322,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        DIRECT=direct,
+        DIRECT=direct, LAUNCH_DEPENDENTS=pdl,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
@@ -318,7 +333,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        D_BLOCK=merge_d_block, TILE=TILE_N, SPLIT_BLOCK=merge_block,
-        num_warps=merge_warps,
+        D_BLOCK=merge_d_block, TILE=TILE_N, SPLIT_BLOCK=merge_block, WAIT_PRIMARY=pdl,
+        num_warps=merge_warps, **({"launch_pdl": True} if pdl else {}),
     )
     return o
