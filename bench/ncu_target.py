@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from sweep import parse_value, variant_source  # bench/, this script's folder
+from sweep import load_variant, parse_value, variant_label  # bench/, this script's folder
 
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
@@ -39,13 +39,13 @@ def main() -> int:
         prepared = ref.comparator_prepare(*inputs) if hasattr(ref, "comparator_prepare") else inputs
         fn, inputs = ref.comparator, list(prepared)
     else:
-        knobs = dict(item.partition("=")[::2] for item in args.set)
-        source = variant_source(task.expert_path.read_text(), {k: parse_value(v) for k, v in knobs.items()})
+        knobs = {name: parse_value(value) for name, _, value in (item.partition("=") for item in args.set)}
         scratch = tempfile.TemporaryDirectory(prefix="d2k-ncu-")
-        path = Path(scratch.name) / "expert_variant.py"
-        path.write_text(source)
-        fn = load_module(path, f"ncu_expert_{task.id}").run
-        print("expert", "as shipped" if not knobs else ", ".join(f"{k}={v}" for k, v in knobs.items()))
+        try:
+            fn = load_variant(task.expert_path.read_text(), knobs, Path(scratch.name), f"ncu_expert_{task.id}").run
+        except ValueError as exc:
+            parser.error(str(exc))
+        print("expert", variant_label(knobs, {}))
     for _ in range(3):
         fn(*inputs)
     torch.cuda.synchronize()

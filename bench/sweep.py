@@ -84,6 +84,13 @@ def variant_source(source: str, knobs: dict) -> str:
     return source
 
 
+def load_variant(source: str, knobs: dict, folder: Path, name: str):
+    """The expert `source` with `knobs` set (`variant_source`), written to `folder` and loaded as module `name`."""
+    path = folder / f"{name}.py"
+    path.write_text(variant_source(source, knobs))
+    return load_module(path, name)
+
+
 def one_statement(line: str) -> bool:
     try:
         return len(ast.parse(line).body) == 1
@@ -129,12 +136,11 @@ def main() -> int:
     modules = {}  # variant label -> its module
     scratch = tempfile.TemporaryDirectory(prefix="d2k-sweep-")
     for i, variant in enumerate(variants):
-        path = Path(scratch.name) / f"expert_variant{i}.py"
         try:
-            path.write_text(variant_source(source, variant))
+            modules[variant_label(variant, shipped)] = load_variant(source, variant, Path(scratch.name),
+                                                                    f"sweep_expert_{task.id}_{i}")
         except ValueError as exc:
             parser.error(str(exc))
-        modules[variant_label(variant, shipped)] = load_module(path, f"sweep_expert_{task.id}_{i}")
     names = args.workloads.split(",") if args.workloads else [w.name for w in task.split("scored")]
 
     device = torch.device(args.device)

@@ -54,7 +54,7 @@ MERGE_ELEMS_PER_THREAD = 64
 # Where the batch's query heads are fewer programs than SMs (the single 128k-token sequence: 64 heads), split the
 # head dim over programs as well, down to MERGE_MIN_D_BLOCK values, and let each step take proportionally more
 # splits: each program's chain of dependent steps is its latency (264 splits: five steps of 64 as shipped, two of 256
-# at 32 values). Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
+# at 32 values). Not yet timed on the H200 (bench/gpu_owed.sh `attn_merge_split`); off until then.
 MERGE_SPLIT_HEAD_DIM = False
 MERGE_MIN_D_BLOCK = 32
 # Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
