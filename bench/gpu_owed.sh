@@ -6,12 +6,13 @@
 # ONLY runs just the named steps (in this file's order), for a call that must put some steps first.
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert, the owed ones first (bench: every expert
-# under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md; the last full run of all four
-# tasks is 2026-12-02's, moe's only one since; attn_split_rule: the split count by whole waves against WAVES
-# alone, the 128k sequence's 85% of copy bandwidth at stake; attn_merge_split, attn_pdl: its merge over head-dim
-# parts and as a programmatic dependent launch; quant_persistent: a persistent grid against one program per tile,
-# the column-major 80% at stake; muon_tma_ws: its products warp-specialized, the 2x at stake;
+# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
+# (attn_split_rule: the split count by whole waves against WAVES alone, the 128k sequence's 85% of copy bandwidth at
+# stake; attn_merge_split, attn_pdl: its merge over head-dim parts and as a programmatic dependent launch;
+# quant_persistent: a persistent grid against one program per tile, the column-major 80% at stake), whose winners
+# pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it
+# into targets.md (the last full run of all four tasks is 2026-12-02's, moe's only one since); muon_tma_ws: its
+# products warp-specialized, the 2x at stake;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
@@ -38,10 +39,24 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   if [ -e "$STATE/$name.done" ]; then echo "$name done in an earlier call" >> "$R/steps.txt"; return; fi
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
+  [ -e "$R/$name.json" ] && cp "$R/$name.json" "$STATE/"  # a sweep's file, for pick_knobs in this call and later ones
 }
-once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
-[ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
-  > /dev/null 2>&1
+# The knobs the finished sweeps decide (bench/pick_knobs.py, the perf notes' rule), written into this call's copy of
+# the tree before anything times an expert: the device copies the committed tree afresh on every call, so each call
+# applies them again (the same files give the same decisions). knobs.md says why, knobs.diff what changed; the
+# results' README records the tree as its commit plus that diff. The 128k sequence's merge sweep decides only the
+# merge's head-dim split, the one knob there that touches no other workload. muon_tma_ws runs after the suite bench
+# (300 s of it) and is decided by hand: a flip there needs a bench of its own.
+pick_knobs() {
+  local specs=() spec name
+  for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM quant_persistent; do
+    name=${spec%%:*}
+    [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
+  done
+  [ ${#specs[@]} -eq 0 ] && return
+  python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
+}
+pick_knobs
 # With and without the page ids loaded ahead: at WAVES = 4 the 128k sequence ran at 91.2 us without them against
 # 106.4 with them, llama3_70b at 647 against 537 (bench/results/2026-12-04-h200-owed-13 call1, attn_sweep.json).
 once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
@@ -58,6 +73,10 @@ once attn_pdl 120 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=F
 # The shipped grid twice (PERSISTENT=False under both counts: the rounds' noise) against the persistent one.
 once quant_persistent 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PERSISTENT=False,True \
   --set PERSISTENT_PROGRAMS_PER_SM=4,8 --reps 30 --rounds 6 --json "$R/quant_persistent.json"
+pick_knobs
+once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
+[ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
+  > /dev/null 2>&1
 # muon's composed Q X products and its symmetric products as persistent, warp-specialized TMA kernels, each alone
 # and both, against the shipped one-tile kernels.
 once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --set SYM_TMA_WS=False,True \

@@ -13,7 +13,9 @@ def owed(tmp_path: Path, only: str, call: int) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "python3"
-    fake.write_text('#!/bin/sh\necho "python3 $*"\n')
+    # echoes its command; a sweep's --json file is written, as the real sweep writes it
+    fake.write_text('#!/bin/sh\necho "python3 $*"\n'
+                    'prev=\nfor a; do [ "$prev" = --json ] && echo {} > "$a"; prev=$a; done\n')
     fake.chmod(0o755)
     out = tmp_path / f"out{call}"
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STATE=str(tmp_path / "state"),
@@ -43,3 +45,23 @@ def test_quants_m8_is_timed_in_one_process_per_step(tmp_path):
     for i in (1, 2):
         command = logs[f"quant_m8_process{i}.log"]
         assert "--workloads dsv3_m8_k7168_row" in command and f"quant_m8_process{i}.json" in command
+
+
+def test_a_finished_sweep_decides_its_knobs_in_this_call_and_the_next(tmp_path):
+    """The sweeps' files are kept in the state folder; pick_knobs applies them before the bench, in the call that
+    ran the sweeps and again in every later call (each gets a fresh copy of the committed tree)."""
+    first = owed(tmp_path, "attn_merge_split quant_persistent", 1)
+    state = tmp_path / "state"
+    assert (state / "attn_merge_split.json").exists() and (state / "quant_persistent.json").exists()
+    assert first["knobs.log"].split() == [
+        "python3", "bench/pick_knobs.py", f"{state}/attn_merge_split.json:MERGE_SPLIT_HEAD_DIM",
+        f"{state}/quant_persistent.json", "--apply", "--markdown", *first["knobs.log"].split()[-3:]]
+    assert first["knobs.log"].split()[-2:-1] == ["--diff"]
+
+    second = owed(tmp_path, "planted", 2)  # no sweep runs: the decisions still apply
+    assert "attn_merge_split.json:MERGE_SPLIT_HEAD_DIM" in second["knobs.log"]
+
+
+def test_without_finished_sweeps_nothing_is_picked(tmp_path):
+    logs = owed(tmp_path, "planted", 1)
+    assert "knobs.log" not in logs

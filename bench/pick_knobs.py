@@ -1,0 +1,173 @@
+"""Decide an expert's knobs from `bench/sweep.py` files, by the rule the perf notes state, and optionally set them.
+
+    PYTHONPATH=src python3 bench/pick_knobs.py SWEEP_JSON[:KNOB,KNOB...] ... [--apply] [--markdown FILE]
+
+Each sweep file decides the knobs it swept (or only those named after its colon, for a sweep that timed one workload
+of several: the named knobs must touch that workload alone). The files are taken in turn, each against the expert as
+the earlier ones left it: the baseline is the swept variant whose knobs all hold the expert's current values, and
+a candidate is one that differs from it only in the knobs being decided. A candidate wins when it was right and timed
+on every workload of the sweep, beat the baseline on at least one by more than the baseline's rounds spread there
+((max - min) / median of its batches), and lost on none by more than that spread. Of the winners, the one with the
+smallest geometric mean of its times over the baseline's is taken; with no winner the knobs stay.
+
+With --apply the decisions are written into the task's expert.py (the same one-line rewrite the sweep timed), so a
+GPU call can sweep, decide and run the suite bench on the decided expert without waiting on a person, and the same
+command run here on the returned files makes the same tree to commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep import variant_source  # noqa: E402
+
+from d2kbench.suite import find_task  # noqa: E402
+
+
+@dataclass
+class Verdict:
+    label: str
+    knobs: dict
+    ratios: dict          # (workload, seed) -> candidate median / baseline median
+    wins: bool
+    why: str
+
+
+def current_value(source: str, name: str):
+    """The literal a knob is assigned in the expert's source (one line, as `variant_source` requires)."""
+    lines = re.findall(rf"^{re.escape(name)} = (.*)$", source, re.M)
+    if len(lines) != 1:
+        raise ValueError(f"{name} is not assigned exactly once at the start of a line of expert.py")
+    return ast.literal_eval(lines[0].split("#")[0].strip())
+
+
+def judge(records: list[dict], decide: list[str], current: dict) -> tuple[dict | None, list[Verdict]]:
+    """The baseline record set (by workload) and a verdict for each candidate, per the module's rule."""
+    swept = set(current)
+    by_label: dict[str, dict] = {}
+    for r in records:
+        if r["variant"] in ("reference", "comparator"):
+            continue
+        by_label.setdefault(r["variant"], {})[(r["workload"], r["seed"])] = r
+    runs = sorted({run for entries in by_label.values() for run in entries})
+
+    def knobs_of(entries: dict) -> dict | None:
+        timed = [r for r in entries.values() if r.get("knobs")]
+        return timed[0]["knobs"] if timed else None
+
+    baseline = next((e for e in by_label.values() if knobs_of(e) == current), None)
+    if baseline is None or any(run not in baseline or baseline[run]["us"] is None for run in runs):
+        return None, []
+    verdicts = []
+    for label, entries in by_label.items():
+        knobs = knobs_of(entries)
+        if entries is baseline or knobs is None:
+            continue
+        if any(knobs[k] != current[k] for k in swept - set(decide)):
+            continue  # differs in a knob this file does not decide
+        if any(run not in entries or entries[run]["us"] is None for run in runs):
+            wrong = next((e.get("wrong") for e in entries.values() if e.get("wrong")), "not timed everywhere")
+            verdicts.append(Verdict(label, knobs, {}, False, f"wrong or untimed: {wrong}"))
+            continue
+        ratios, gains, losses = {}, [], []
+        for run in runs:
+            base = baseline[run]
+            spread = (max(base["rounds_us"]) - min(base["rounds_us"])) / base["us"]
+            ratios[run] = entries[run]["us"] / base["us"]
+            if ratios[run] < 1 - spread:
+                gains.append(run[0])
+            elif ratios[run] > 1 + spread:
+                losses.append(run[0])
+        wins = bool(gains) and not losses
+        why = (f"loses beyond the spread on {', '.join(losses)}" if losses
+               else f"gains beyond the spread on {', '.join(gains)}" if gains else "within the spread everywhere")
+        verdicts.append(Verdict(label, knobs, ratios, wins, why))
+    return baseline, verdicts
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def pick(spec: str, source: str) -> tuple[str, dict, list[str]]:
+    """One sweep file's decision against `source`: the new source, the knobs changed and a Markdown account."""
+    path, _, names = spec.partition(":")
+    sweep = json.loads(Path(path).read_text())
+    swept = next((r["knobs"] for r in sweep["records"] if r.get("knobs")), None)
+    if swept is None:
+        return source, {}, [f"### {path}\n\nno variant was timed: nothing decided\n"]
+    decide = names.split(",") if names else list(swept)
+    unknown = set(decide) - set(swept)
+    if unknown:
+        raise ValueError(f"{path} did not sweep {', '.join(sorted(unknown))}")
+    current = {k: current_value(source, k) for k in swept}
+    baseline, verdicts = judge(sweep["records"], decide, current)
+    lines = [f"### {path} (deciding {', '.join(decide)})\n"]
+    if baseline is None:
+        lines.append(f"no timed variant holds the expert's current values {current}: nothing decided\n")
+        return source, {}, lines
+    lines.append("| candidate | geomean time / baseline | verdict |\n|---|---|---|")
+    for v in verdicts:
+        mean = f"{geomean(v.ratios.values()):.3f}" if v.ratios else "-"
+        lines.append(f"| {v.label} | {mean} | {'wins' if v.wins else 'no'}: {v.why} |")
+    winners = [v for v in verdicts if v.wins]
+    if not winners:
+        lines.append("\nno candidate wins: the knobs stay\n")
+        return source, {}, lines
+    best = min(winners, key=lambda v: geomean(v.ratios.values()))
+    changed = {k: best.knobs[k] for k in decide if best.knobs[k] != current[k]}
+    lines.append(f"\ntaken: {best.label} ({', '.join(f'{k} = {v!r}' for k, v in changed.items())})\n")
+    return variant_source(source, changed), changed, lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweeps", nargs="+", metavar="SWEEP_JSON[:KNOB,...]")
+    parser.add_argument("--apply", action="store_true", help="write the decisions into the task's expert.py")
+    parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--diff", type=Path, help="write what --apply changed, as a unified diff")
+    args = parser.parse_args()
+
+    tasks = {json.loads(Path(s.partition(":")[0]).read_text())["task"] for s in args.sweeps}
+    report, diff = ["# Knobs decided from sweeps\n"], []
+    for task_id in sorted(tasks):
+        expert_path = find_task(task_id).expert_path
+        source = expert_path.read_text()
+        changed: dict = {}
+        for spec in args.sweeps:
+            if json.loads(Path(spec.partition(":")[0]).read_text())["task"] != task_id:
+                continue
+            try:
+                source, now, lines = pick(spec, source)
+            except ValueError as exc:
+                parser.error(str(exc))
+            changed.update(now)
+            report += lines
+        report.append(f"**{task_id}**: " + (", ".join(f"{k} = {v!r}" for k, v in changed.items()) or "unchanged")
+                      + ("" if args.apply or not changed else " (not applied)") + "\n")
+        if args.apply and changed:
+            old = expert_path.read_text()
+            expert_path.write_text(source)
+            diff += difflib.unified_diff(old.splitlines(keepends=True), source.splitlines(keepends=True),
+                                         str(expert_path), str(expert_path))
+    text = "\n".join(report)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.diff:
+        args.diff.write_text("".join(diff))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

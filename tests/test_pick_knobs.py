@@ -1,0 +1,114 @@
+"""bench/pick_knobs.py: the perf notes' rule for flipping a knob, applied to sweep files (made up here, in the
+sweep's own record format) against the attention expert's real source."""
+
+import json
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import pick_knobs  # noqa: E402
+
+EXPERT = ROOT / "src/d2kbench/tasks/attention/attn_decode_paged_gqa/expert.py"
+SHIPPED = {"SPLIT_RULE": "waves", "MERGE_SPLIT_HEAD_DIM": False}
+LONG, BATCH = "qwen3_235b_a22b_b1_l128k", "llama3_70b_b16_l8k"
+
+
+def record(workload, knobs, us, spread=0.01):
+    label = "as shipped" if knobs == SHIPPED else ", ".join(f"{k}={v}" for k, v in knobs.items())
+    return {"workload": workload, "seed": 7, "variant": label, "knobs": knobs, "us": us,
+            "rounds_us": [us * (1 - spread / 2), us, us * (1 + spread / 2)], "floor_us": 1.0}
+
+
+def sweep_file(tmp_path, name, times):
+    """`times`: {(SPLIT_RULE, MERGE_SPLIT_HEAD_DIM): {workload: us}}; a None time is a wrong variant."""
+    records = [{"workload": w, "seed": 7, "variant": "reference", "knobs": {}, "us": 900.0,
+                "rounds_us": [900.0], "floor_us": 1.0} for w in (LONG, BATCH)]
+    for (rule, split_d), per_workload in times.items():
+        knobs = {"SPLIT_RULE": rule, "MERGE_SPLIT_HEAD_DIM": split_d}
+        for workload, us in per_workload.items():
+            if us is None:
+                records.append({"workload": workload, "seed": 7, "variant": record(workload, knobs, 1)["variant"],
+                                "us": None, "wrong": "max abs error 3.2", "floor_us": 1.0})
+            else:
+                records.append(record(workload, knobs, us))
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"task": "attn_decode_paged_gqa", "records": records}))
+    return str(path)
+
+
+def test_a_candidate_that_gains_beyond_the_spread_and_loses_nowhere_is_taken(tmp_path):
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
+                                         ("whole_waves", False): {LONG: 86.0, BATCH: 522.0}})
+    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())
+    assert changed == {"SPLIT_RULE": "whole_waves"}
+    assert "SPLIT_RULE = 'whole_waves'" in source and "SPLIT_RULE = \"waves\"" not in source
+    assert source.replace("SPLIT_RULE = 'whole_waves'", 'SPLIT_RULE = "waves"') == EXPERT.read_text()
+    assert any("gains beyond the spread on " + LONG in line for line in lines)
+
+
+@pytest.mark.parametrize("batch_us, why", [(540.0, "loses beyond the spread on " + BATCH),
+                                           (None, "wrong or untimed: max abs error 3.2")])
+def test_a_candidate_that_loses_elsewhere_or_is_wrong_is_not_taken(tmp_path, batch_us, why):
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
+                                         ("whole_waves", False): {LONG: 80.0, BATCH: batch_us}})
+    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())
+    assert changed == {} and source == EXPERT.read_text()
+    assert any(why in line for line in lines) and any("the knobs stay" in line for line in lines)
+
+
+def test_a_gain_inside_the_rounds_spread_is_noise(tmp_path):
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
+                                         ("whole_waves", False): {LONG: 97.4, BATCH: 519.0}})
+    assert pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())[1] == {}
+
+
+def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
+    """The second sweep decides only the merge knob: its baseline is the split rule the first file took, and a
+    variant that gains only through the other rule is not a candidate."""
+    first = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
+                                          ("whole_waves", False): {LONG: 86.0, BATCH: 521.0}})
+    second = sweep_file(tmp_path, "merge", {("waves", False): {LONG: 97.0}, ("waves", True): {LONG: 70.0},
+                                            ("whole_waves", False): {LONG: 86.0},
+                                            ("whole_waves", True): {LONG: 83.0}})
+    source = EXPERT.read_text()
+    source, changed, _ = pick_knobs.pick(first + ":SPLIT_RULE", source)
+    source, changed, lines = pick_knobs.pick(second + ":MERGE_SPLIT_HEAD_DIM", source)
+    assert changed == {"MERGE_SPLIT_HEAD_DIM": True}
+    assert "taken: SPLIT_RULE=whole_waves, MERGE_SPLIT_HEAD_DIM=True" in "\n".join(lines)
+    assert "SPLIT_RULE=waves, MERGE_SPLIT_HEAD_DIM=True" not in "\n".join(lines)  # not a candidate there
+
+
+def test_nothing_is_decided_without_a_baseline_at_the_experts_values(tmp_path):
+    spec = sweep_file(tmp_path, "rule", {("whole_waves", False): {LONG: 97.6, BATCH: 520.0},
+                                         ("whole_waves", True): {LONG: 80.0, BATCH: 520.0}})
+    source, changed, lines = pick_knobs.pick(spec, EXPERT.read_text())
+    assert changed == {} and any("no timed variant holds" in line for line in lines)
+
+
+def test_a_knob_the_file_did_not_sweep_is_refused(tmp_path):
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0}})
+    with pytest.raises(ValueError, match="did not sweep MERGE_PDL"):
+        pick_knobs.pick(spec + ":MERGE_PDL", EXPERT.read_text())
+
+
+def test_apply_writes_the_decisions_into_the_experts_file(tmp_path, monkeypatch, capsys):
+    copy = tmp_path / "expert.py"
+    copy.write_text(EXPERT.read_text())
+    monkeypatch.setattr(pick_knobs, "find_task", lambda _id: SimpleNamespace(expert_path=copy))
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
+                                         ("whole_waves", True): {LONG: 80.0, BATCH: 519.0}})
+    monkeypatch.setattr(sys, "argv", ["pick_knobs.py", spec, "--apply", "--markdown", str(tmp_path / "k.md"),
+                                      "--diff", str(tmp_path / "k.diff")])
+    assert pick_knobs.main() == 0
+    text = copy.read_text()
+    assert "SPLIT_RULE = 'whole_waves'" in text and "MERGE_SPLIT_HEAD_DIM = True" in text
+    out = capsys.readouterr().out
+    assert "**attn_decode_paged_gqa**: SPLIT_RULE = 'whole_waves', MERGE_SPLIT_HEAD_DIM = True" in out
+    assert (tmp_path / "k.md").read_text().startswith("# Knobs decided")
+    diff = (tmp_path / "k.diff").read_text()
+    assert "-SPLIT_RULE = \"waves\"\n+SPLIT_RULE = 'whole_waves'\n" in diff
+    assert len([line for line in diff.splitlines() if line[:1] == "+" and line[:3] != "+++"]) == 2
