@@ -9,6 +9,7 @@
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
 # (attn_split_rule: the split count by whole waves against WAVES alone, the 128k sequence's 85% of copy bandwidth at
 # stake; attn_merge_split, attn_pdl: its merge over head-dim parts and as a programmatic dependent launch;
+# attn_dynamic: its splits taken at run time in one wave;
 # quant_persistent: a persistent grid against one program per tile, the column-major 80% at stake), whose winners
 # pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it
 # into targets.md (the last full run of all four tasks is 2026-12-02's, moe's only one since); muon_tma_ws: its
@@ -45,11 +46,12 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # the tree before anything times an expert: the device copies the committed tree afresh on every call, so each call
 # applies them again (the same files give the same decisions). knobs.md says why, knobs.diff what changed; the
 # results' README records the tree as its commit plus that diff. The 128k sequence's merge sweep decides only the
-# merge's head-dim split, the one knob there that touches no other workload. muon_tma_ws runs after the suite bench
+# merge's head-dim split, the one knob there that touches no other workload; the dynamic sweep only its own knobs. muon_tma_ws runs after the suite bench
 # (300 s of it) and is decided by hand: a flip there needs a bench of its own.
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM quant_persistent; do
+  for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM \
+      attn_dynamic:DYNAMIC_SPLIT,DYNAMIC_CHUNK_TILES quant_persistent; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -67,6 +69,12 @@ once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLI
 once attn_merge_split 150 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
   --set MERGE_SPLIT_HEAD_DIM=False,True --set SPLIT_RULE=waves,whole_waves --set MERGE_PDL=False,True \
   --reps 30 --rounds 6 --json "$R/attn_merge_split.json"
+# Splits taken at run time in one wave (DYNAMIC_SPLIT, chunks of 2, 4 or 8 tiles) against the static grid under both
+# split rules: only the two workloads with fewer (sequence, KV head) pairs than half the slots take it (the 128k
+# sequence, llama3_70b); the others launch the shipped kernel, its PTX unchanged (docs/perf/attention.md).
+once attn_dynamic 150 python3 bench/sweep.py attn_decode_paged_gqa \
+  --workloads qwen3_235b_a22b_b1_l128k,llama3_70b_b16_l32k --set DYNAMIC_SPLIT=False,True \
+  --set DYNAMIC_CHUNK_TILES=2,4,8 --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 --json "$R/attn_dynamic.json"
 # The merge as a programmatic dependent launch on every scored workload (all but qwen3_8b_lvar merge).
 once attn_pdl 120 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --reps 30 --rounds 6 \
   --json "$R/attn_pdl.json"
@@ -92,6 +100,9 @@ once ncu_attn_128k 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel'
 once ncu_attn_128k_one_wave 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
   bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set SPLIT_RULE=whole_waves \
   --set PREFETCH_PAGE_IDS=False --set MERGE_SPLIT_HEAD_DIM=True
+# ...and with splits taken at run time (one wave of 99 programs per KV head, four-tile chunks).
+once ncu_attn_128k_dynamic 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
+  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set DYNAMIC_SPLIT=True
 once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \
