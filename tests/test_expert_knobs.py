@@ -355,3 +355,37 @@ def test_dynamic_splits_leave_their_counters_zero_for_the_next_call():
     proc = subprocess.run([sys.executable, "-c", DYNAMIC_AGAIN], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+EMPTY_FIRST_BLOCK = """
+import torch
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task
+module = load_module(find_task("attn_decode_paged_gqa").expert_path, "empty_block_expert")
+gen = torch.Generator().manual_seed(3)
+heads, slots, d = 4, 8, 16  # two KV heads of two query heads, one sequence
+part_o = torch.randn((1, heads, slots, d), generator=gen)
+lse = torch.randn((1, heads, slots), generator=gen) * 4
+lse[:, :, :3] = float("-inf")  # the first two-slot block holds nothing, the second only its slot 3
+part_o[:, :, :3] = 0.0
+counters = torch.tensor([5, 7], dtype=torch.int32)
+o = torch.full((1, heads, d), float("nan"))
+module._merge_splits_kernel[(heads, 1, 1)](
+    part_o, lse, torch.tensor([1000], dtype=torch.int32), o, counters, slots, 2, 2,
+    part_o.stride(0), part_o.stride(1), part_o.stride(2), lse.stride(0), lse.stride(1), o.stride(0), o.stride(1),
+    D_BLOCK=d, TILE=64, SPLIT_BLOCK=2, WAIT_PRIMARY=False, DYNAMIC=True)
+w = torch.softmax(lse[0] * 0.6931471805599453, dim=-1)  # 2^lse normalised; the empty slots weigh 0
+torch.testing.assert_close(o[0], torch.einsum("hs,hsd->hd", w, part_o[0]))
+assert counters.tolist() == [0, 0], counters
+print("ok")
+"""
+
+
+def test_the_merge_of_dynamic_splits_weighs_empty_slots_zero_even_a_whole_first_block():
+    """The interpreter runs a grid's programs in turn, so on the cpu workloads the first program takes every chunk
+    and the merge's first block is never empty: here the merge alone, with the first two-slot block and one more slot
+    empty (lse -inf), must give the weighted merge of the rest, not NaN (-inf - -inf), and zero the counters."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run([sys.executable, "-c", EMPTY_FIRST_BLOCK], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
