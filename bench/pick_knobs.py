@@ -110,6 +110,8 @@ def pick(spec: str, source: str) -> tuple[str, dict, list[str]]:
     unknown = set(decide) - set(swept)
     if unknown:
         raise ValueError(f"{path} did not sweep {', '.join(sorted(unknown))}")
+    if any(len(r.get("rounds_us") or ()) < 2 for r in sweep["records"] if r.get("us") is not None):
+        raise ValueError(f"{path}: a timed record has fewer than two rounds, no spread to judge by (--rounds 2+)")
     current = {k: current_value(source, k) for k in swept}
     baseline, verdicts = judge(sweep["records"], decide, current)
     lines = [f"### {path} (deciding {', '.join(decide)})\n"]

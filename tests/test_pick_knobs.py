@@ -26,7 +26,7 @@ def record(workload, knobs, us, spread=0.01):
 def sweep_file(tmp_path, name, times):
     """`times`: {(SPLIT_RULE, MERGE_SPLIT_HEAD_DIM): {workload: us}}; a None time is a wrong variant."""
     records = [{"workload": w, "seed": 7, "variant": "reference", "knobs": {}, "us": 900.0,
-                "rounds_us": [900.0], "floor_us": 1.0} for w in (LONG, BATCH)]
+                "rounds_us": [900.0, 901.0], "floor_us": 1.0} for w in (LONG, BATCH)]
     for (rule, split_d), per_workload in times.items():
         knobs = {"SPLIT_RULE": rule, "MERGE_SPLIT_HEAD_DIM": split_d}
         for workload, us in per_workload.items():
@@ -93,6 +93,17 @@ def test_a_knob_the_file_did_not_sweep_is_refused(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0}})
     with pytest.raises(ValueError, match="did not sweep MERGE_PDL"):
         pick_knobs.pick(spec + ":MERGE_PDL", EXPERT.read_text())
+
+
+def test_a_sweep_without_rounds_is_refused(tmp_path):
+    """Sweeps before the balanced rounds (one batch a variant) have no spread to tell a gain from noise."""
+    spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0}})
+    sweep = json.loads(open(spec).read())
+    for r in sweep["records"]:
+        r.pop("rounds_us", None)
+    open(spec, "w").write(json.dumps(sweep))
+    with pytest.raises(ValueError, match="no spread to judge by"):
+        pick_knobs.pick(spec, EXPERT.read_text())
 
 
 def test_apply_writes_the_decisions_into_the_experts_file(tmp_path, monkeypatch, capsys):
