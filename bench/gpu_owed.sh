@@ -51,7 +51,7 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 pick_knobs() {
   local specs=() spec name
   for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM \
-      attn_dynamic:DYNAMIC_SPLIT,DYNAMIC_CHUNK_TILES quant_persistent; do
+      attn_dynamic:DYNAMIC_SPLIT_MIN_PROGRAMS,DYNAMIC_CHUNK_TILES quant_persistent; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -69,12 +69,13 @@ once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLI
 once attn_merge_split 150 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
   --set MERGE_SPLIT_HEAD_DIM=False,True --set SPLIT_RULE=waves,whole_waves --set MERGE_PDL=False,True \
   --reps 30 --rounds 6 --json "$R/attn_merge_split.json"
-# Splits taken at run time in one wave (DYNAMIC_SPLIT, chunks of 2, 4 or 8 tiles) against the static grid under both
-# split rules: only the two workloads with fewer (sequence, KV head) pairs than half the slots take it (the 128k
-# sequence, llama3_70b); the others launch the shipped kernel, its PTX unchanged (docs/perf/attention.md).
+# Splits taken at run time in one wave (chunks of 2 or 4 tiles) against the static grid under both split rules, on
+# the two workloads whose (sequence, KV head) pairs get two or more programs of a wave: at a minimum of 2 both take
+# it, at 16 the 128k sequence alone (99 programs a pair; llama3_70b 3). The other two launch the shipped kernel, its
+# PTX unchanged (docs/perf/attention.md).
 once attn_dynamic 150 python3 bench/sweep.py attn_decode_paged_gqa \
-  --workloads qwen3_235b_a22b_b1_l128k,llama3_70b_b16_l32k --set DYNAMIC_SPLIT=False,True \
-  --set DYNAMIC_CHUNK_TILES=2,4,8 --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 --json "$R/attn_dynamic.json"
+  --workloads qwen3_235b_a22b_b1_l128k,llama3_70b_b16_l32k --set DYNAMIC_SPLIT_MIN_PROGRAMS=None,2,16 \
+  --set DYNAMIC_CHUNK_TILES=2,4 --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 --json "$R/attn_dynamic.json"
 # The merge as a programmatic dependent launch on every scored workload (all but qwen3_8b_lvar merge).
 once attn_pdl 120 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --reps 30 --rounds 6 \
   --json "$R/attn_pdl.json"
@@ -102,7 +103,7 @@ once ncu_attn_128k_one_wave 120 $NCU -k 'regex:_decode_split_kernel|_merge_split
   --set PREFETCH_PAGE_IDS=False --set MERGE_SPLIT_HEAD_DIM=True
 # ...and with splits taken at run time (one wave of 99 programs per KV head, four-tile chunks).
 once ncu_attn_128k_dynamic 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
-  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set DYNAMIC_SPLIT=True
+  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set DYNAMIC_SPLIT_MIN_PROGRAMS=2
 once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \

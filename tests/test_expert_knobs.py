@@ -23,8 +23,8 @@ KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_SPLIT_HEAD_DIM = False", "MERGE_SPLIT_HEAD_DIM = True"),
     # splits taken at run time, one-tile chunks: several per program, and programs left with none (the interpreter
     # runs a grid's programs in turn, so the first takes every chunk), on all three cpu workloads
-    ("attn_decode_paged_gqa", "DYNAMIC_SPLIT = False\nDYNAMIC_CHUNK_TILES = 4",
-     "DYNAMIC_SPLIT = True\nDYNAMIC_CHUNK_TILES = 1"),
+    ("attn_decode_paged_gqa", "DYNAMIC_SPLIT_MIN_PROGRAMS = None\nDYNAMIC_CHUNK_TILES = 4",
+     "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
     ("quant_per_token_group_fp8", "PERSISTENT = False", "PERSISTENT = True"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
@@ -296,33 +296,38 @@ def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(triton_pat
 
 
 def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
-    """DYNAMIC_SPLIT on the scored shapes (132 SMs, three programs per SM): the 128k-token sequence's four KV heads
-    share the 396 slots (99 programs each), llama3_70b's 128 (sequence, KV head) pairs take three each; llama3_8b
-    (512 pairs) and qwen3_8b_lvar (2048) fill the SMs without it and keep the static rule's grid."""
+    """The dynamic split on the scored shapes (132 SMs, three programs per SM): the 128k-token sequence's four KV
+    heads share the 396 slots (99 programs each), llama3_70b's 128 (sequence, KV head) pairs take three each, at
+    DYNAMIC_SPLIT_MIN_PROGRAMS = 2; at 16 llama3_70b keeps its static grid; llama3_8b (512 pairs) and qwen3_8b_lvar
+    (2048) fill the SMs without it and keep the static rule's grid."""
     module = load_module(find_task("attn_decode_paged_gqa").expert_path, "test_attention_dynamic_splits")
     cpu = torch.device("cpu")
     shapes = {"llama3_8b": (64, 8, 4096), "llama3_70b": (16, 8, 32768), "qwen3_8b_lvar": (256, 8, 2048),
               "qwen3_235b_b1": (1, 4, 131072)}
     assert {name: module._dynamic_splits(b, hkv, length // 16, 16, cpu) for name, (b, hkv, length) in
             shapes.items()} == {"llama3_8b": 0, "llama3_70b": 0, "qwen3_8b_lvar": 0, "qwen3_235b_b1": 0}  # off
-    module.DYNAMIC_SPLIT = True
+    module.DYNAMIC_SPLIT_MIN_PROGRAMS = 2
     assert {name: module._dynamic_splits(b, hkv, length // 16, 16, cpu) for name, (b, hkv, length) in
             shapes.items()} == {"llama3_8b": 0, "llama3_70b": 3, "qwen3_8b_lvar": 0, "qwen3_235b_b1": 99}
+    module.DYNAMIC_SPLIT_MIN_PROGRAMS = 16
+    assert {name: module._dynamic_splits(b, hkv, length // 16, 16, cpu) for name, (b, hkv, length) in
+            shapes.items()} == {"llama3_8b": 0, "llama3_70b": 0, "qwen3_8b_lvar": 0, "qwen3_235b_b1": 99}
+    module.DYNAMIC_SPLIT_MIN_PROGRAMS = 2
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
 def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, tmp_path):
-    """The one wave of DYNAMIC_SPLIT is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
+    """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy, with the
     tile loop still pipelined (cp.async groups in flight), on this machine's Triton and the H200's."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
     source = task.expert_path.read_text()
-    assert source.count("DYNAMIC_SPLIT = False") == 1
+    assert source.count("DYNAMIC_SPLIT_MIN_PROGRAMS = None") == 1
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("DYNAMIC_SPLIT = False", "DYNAMIC_SPLIT = True"))
+    variant.write_text(source.replace("DYNAMIC_SPLIT_MIN_PROGRAMS = None", "DYNAMIC_SPLIT_MIN_PROGRAMS = 2"))
     module = load_module(variant, "test_dynamic_occupancy")
     report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, variant)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
@@ -337,7 +342,7 @@ from d2kbench.suite import find_task
 task = find_task("attn_decode_paged_gqa")
 ref = load_module(task.reference_path, "dyn_ref")
 module = load_module(task.expert_path, "dyn_expert")
-module.DYNAMIC_SPLIT, module.DYNAMIC_CHUNK_TILES = True, 1
+module.DYNAMIC_SPLIT_MIN_PROGRAMS, module.DYNAMIC_CHUNK_TILES = 2, 1
 workload = task.workload("cpu_g4_f16_ragged")
 for seed in (1, 2, 3):  # fresh inputs each call: a count left over would skip chunks and give a wrong output
     inputs = ref.make_inputs(workload, seed, "cpu")

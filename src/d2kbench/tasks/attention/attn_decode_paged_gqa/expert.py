@@ -14,8 +14,8 @@ merges the live splits of one head exactly, weighting each partial output by exp
 The split count is chosen on the host from the batch, the KV heads and the block table's static
 width (never from seq_lens, which would need a device-to-host sync), to give a few waves of
 programs per SM. Within a sequence each split covers an equal share of its length, rounded up to
-whole tiles, so only the sequence's very last tile is partial. (With DYNAMIC_SPLIT, off, a batch of
-few sequences instead runs one wave whose programs take tile-aligned chunks from a counter.)
+whole tiles, so only the sequence's very last tile is partial. (With DYNAMIC_SPLIT_MIN_PROGRAMS, off, a batch
+of few sequences instead runs one wave whose programs take tile-aligned chunks from a counter.)
 """
 
 import functools
@@ -74,13 +74,14 @@ SPLIT_RULE = "waves"
 # The split kernel's sm_90 occupancy, which the rule's waves are counted in (tests check it against the compile):
 # with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers.
 SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
-# Splits taken at run time: where the batch's (sequence, KV head) pairs are fewer than half the resident program
-# slots, launch one wave, the slots shared out among the pairs, and let each program take chunks of
+# Splits taken at run time: where one wave of resident programs gives each (sequence, KV head) pair at least
+# DYNAMIC_SPLIT_MIN_PROGRAMS of them (None: never), launch that wave, and let each program take chunks of
 # DYNAMIC_CHUNK_TILES tiles of its pair's sequence from an atomic counter until none are left, folding them into
 # one online softmax (the merge does not need a program's tiles to be contiguous). A grid of equal static splits in
 # one wave ends with its slowest program; here each SM stops within a chunk of the others. The counters live
-# between calls and the merge zeroes them. Not yet timed on the H200; off until then.
-DYNAMIC_SPLIT = False
+# between calls and the merge zeroes them. Not yet timed on the H200 (bench/gpu_owed.sh `attn_dynamic`: 2 takes
+# the 128k sequence and llama3_70b, 16 the 128k sequence alone); off until then.
+DYNAMIC_SPLIT_MIN_PROGRAMS = None
 DYNAMIC_CHUNK_TILES = 4
 
 _SM_COUNT = {}
@@ -127,7 +128,7 @@ def _decode_split_kernel(
     PREFETCH_PAGES: tl.constexpr,          # page ids loaded one iteration ahead (PREFETCH_PAGE_IDS)
     DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
-    DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter (DYNAMIC_SPLIT)
+    DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
@@ -265,7 +266,7 @@ def _merge_splits_kernel(
     TILE: tl.constexpr,
     SPLIT_BLOCK: tl.constexpr,
     WAIT_PRIMARY: tl.constexpr,            # launched with PDL: wait for the split kernel's writes
-    DYNAMIC: tl.constexpr,                 # every slot written, some of them empty (DYNAMIC_SPLIT)
+    DYNAMIC: tl.constexpr,                 # every slot written, some of them empty
 ):
     head, b, d_part = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # query heads fastest, as stage 1's
     if DYNAMIC:
@@ -338,20 +339,20 @@ def _whole_wave_splits(programs, most, slots):
 
 
 def _dynamic_splits(batch, kv_heads, max_pages, page, device):
-    """DYNAMIC_SPLIT's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most one a
-    chunk; 0 where that leaves fewer than two (the static split rule's grid then)."""
-    if not DYNAMIC_SPLIT:
+    """The dynamic split's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most
+    one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
+    if DYNAMIC_SPLIT_MIN_PROGRAMS is None:
         return 0
     per_pair = SPLIT_PROGRAMS_PER_SM * _sm_count(device) // (batch * kv_heads)
     programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N * DYNAMIC_CHUNK_TILES))
-    return programs if programs >= 2 else 0
+    return programs if programs >= max(2, DYNAMIC_SPLIT_MIN_PROGRAMS) else 0
 
 
 _CHUNK_COUNTERS = {}
 
 
 def _chunk_counters(device, pairs):
-    """DYNAMIC_SPLIT's chunk counters, zero between calls (the merge zeroes them): kept per device, made once. Under
+    """The dynamic split's chunk counters, zero between calls (the merge zeroes them): kept per device, made once. Under
     CUDA graph capture before any eager call a fresh zeroed buffer is used, its memset captured with the graph."""
     counters = _CHUNK_COUNTERS.get(device)
     if counters is None or counters.numel() < pairs:
