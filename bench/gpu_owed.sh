@@ -73,7 +73,7 @@ once attn_merge_split 150 python3 bench/sweep.py attn_decode_paged_gqa --workloa
 # the two workloads whose (sequence, KV head) pairs get two or more programs of a wave: at a minimum of 2 both take
 # it, at 16 the 128k sequence alone (99 programs a pair; llama3_70b 3). The other two launch the shipped kernel, its
 # PTX unchanged (docs/perf/attention.md).
-once attn_dynamic 150 python3 bench/sweep.py attn_decode_paged_gqa \
+once attn_dynamic 200 python3 bench/sweep.py attn_decode_paged_gqa \
   --workloads qwen3_235b_a22b_b1_l128k,llama3_70b_b16_l32k --set DYNAMIC_SPLIT_MIN_PROGRAMS=None,2,16 \
   --set DYNAMIC_CHUNK_TILES=2,4 --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 --json "$R/attn_dynamic.json"
 # The merge as a programmatic dependent launch on every scored workload (all but qwen3_8b_lvar merge).
