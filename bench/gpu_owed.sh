@@ -48,6 +48,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # results' README records the tree as its commit plus that diff. The 128k sequence's merge sweep decides only the
 # merge's head-dim split, the one knob there that touches no other workload; the dynamic sweep only its own knobs. muon_tma_ws runs after the suite bench
 # (300 s of it) and is decided by hand: a flip there needs a bench of its own.
+PRISTINE=$(mktemp -d)
+cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
   for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM \
@@ -56,6 +58,8 @@ pick_knobs() {
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
   [ ${#specs[@]} -eq 0 ] && return
+  # from the committed experts each time, so that knobs.md and knobs.diff hold every decision, not the last pick's
+  cp -r "$PRISTINE/tasks/." src/d2kbench/tasks/
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs

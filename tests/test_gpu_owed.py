@@ -8,6 +8,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def script_tree(tmp_path: Path) -> Path:
+    """The script and its step helpers in a tree of their own, with one stand-in expert: the script restores the
+    experts it picks knobs for, so it never runs in this checkout (a test beside it would read a half-copied file)."""
+    tree = tmp_path / "tree"
+    if not tree.exists():
+        (tree / "bench").mkdir(parents=True)
+        for name in ("gpu_owed.sh", "steps.sh"):
+            (tree / "bench" / name).write_text((REPO / "bench" / name).read_text())
+        expert = tree / "src" / "d2kbench" / "tasks" / "t" / "expert.py"
+        expert.parent.mkdir(parents=True)
+        expert.write_text("KNOB = 1\n")
+    return tree
+
+
 def owed(tmp_path: Path, only: str, call: int) -> dict[str, str]:
     """Run gpu_owed.sh once with ONLY; return its packed r/ folder's text files by name."""
     bin_dir = tmp_path / "bin"
@@ -20,7 +34,8 @@ def owed(tmp_path: Path, only: str, call: int) -> dict[str, str]:
     out = tmp_path / f"out{call}"
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(out), STATE=str(tmp_path / "state"),
                ONLY=only)
-    subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=REPO, env=env, check=True, capture_output=True)
+    subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=script_tree(tmp_path), env=env, check=True,
+                   capture_output=True)
     with tarfile.open(out / "results.tgz") as tar:
         return {Path(m.name).name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
 
@@ -65,3 +80,23 @@ def test_a_finished_sweep_decides_its_knobs_in_this_call_and_the_next(tmp_path):
 def test_without_finished_sweeps_nothing_is_picked(tmp_path):
     logs = owed(tmp_path, "planted", 1)
     assert "knobs.log" not in logs
+
+
+def test_each_pick_starts_from_the_committed_experts(tmp_path):
+    """A call picks twice (before its sweeps, from earlier calls' files, and after them): the second pick must start
+    from the committed experts again, or its knobs.md and knobs.diff would show only what the first left to do (the
+    twenty-second session's call 2 reported "unchanged" over two knobs the first pick had set)."""
+    tree = script_tree(tmp_path)
+    expert = tree / "src" / "d2kbench" / "tasks" / "t" / "expert.py"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"  # a pick appends its decision to the expert, as --apply rewrites it
+    fake.write_text(f'#!/bin/sh\n[ "$1" = bench/pick_knobs.py ] && echo "KNOB = 2  # picked" >> {expert}\nexit 0\n')
+    fake.chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "attn_pdl.json").write_text("{}")
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(tmp_path / "out"), STATE=str(state),
+               ONLY="planted")
+    subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=tree, env=env, check=True, capture_output=True)
+    assert expert.read_text() == "KNOB = 1\nKNOB = 2  # picked\n"

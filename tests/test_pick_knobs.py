@@ -13,6 +13,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import pick_knobs  # noqa: E402
 
 EXPERT = ROOT / "src/d2kbench/tasks/attention/attn_decode_paged_gqa/expert.py"
+# the expert's source with the merge knob at False, as these made-up sweeps' "as shipped"
+SOURCE = EXPERT.read_text().replace("MERGE_SPLIT_HEAD_DIM = True", "MERGE_SPLIT_HEAD_DIM = False")
 SHIPPED = {"SPLIT_RULE": "waves", "MERGE_SPLIT_HEAD_DIM": False}
 LONG, BATCH = "qwen3_235b_a22b_b1_l128k", "llama3_70b_b16_l8k"
 
@@ -43,10 +45,10 @@ def sweep_file(tmp_path, name, times):
 def test_a_candidate_that_gains_beyond_the_spread_and_loses_nowhere_is_taken(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 86.0, BATCH: 522.0}})
-    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())
+    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)
     assert changed == {"SPLIT_RULE": "whole_waves"}
     assert "SPLIT_RULE = 'whole_waves'" in source and "SPLIT_RULE = \"waves\"" not in source
-    assert source.replace("SPLIT_RULE = 'whole_waves'", 'SPLIT_RULE = "waves"') == EXPERT.read_text()
+    assert source.replace("SPLIT_RULE = 'whole_waves'", 'SPLIT_RULE = "waves"') == SOURCE
     assert any("gains beyond the spread on " + LONG in line for line in lines)
 
 
@@ -55,15 +57,15 @@ def test_a_candidate_that_gains_beyond_the_spread_and_loses_nowhere_is_taken(tmp
 def test_a_candidate_that_loses_elsewhere_or_is_wrong_is_not_taken(tmp_path, batch_us, why):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 80.0, BATCH: batch_us}})
-    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())
-    assert changed == {} and source == EXPERT.read_text()
+    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)
+    assert changed == {} and source == SOURCE
     assert any(why in line for line in lines) and any("the knobs stay" in line for line in lines)
 
 
 def test_a_gain_inside_the_rounds_spread_is_noise(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 97.4, BATCH: 519.0}})
-    assert pick_knobs.pick(spec + ":SPLIT_RULE", EXPERT.read_text())[1] == {}
+    assert pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)[1] == {}
 
 
 def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
@@ -74,7 +76,7 @@ def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
     second = sweep_file(tmp_path, "merge", {("waves", False): {LONG: 97.0}, ("waves", True): {LONG: 70.0},
                                             ("whole_waves", False): {LONG: 86.0},
                                             ("whole_waves", True): {LONG: 83.0}})
-    source = EXPERT.read_text()
+    source = SOURCE
     source, changed, _ = pick_knobs.pick(first + ":SPLIT_RULE", source)
     source, changed, lines = pick_knobs.pick(second + ":MERGE_SPLIT_HEAD_DIM", source)
     assert changed == {"MERGE_SPLIT_HEAD_DIM": True}
@@ -85,14 +87,14 @@ def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
 def test_nothing_is_decided_without_a_baseline_at_the_experts_values(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("whole_waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", True): {LONG: 80.0, BATCH: 520.0}})
-    source, changed, lines = pick_knobs.pick(spec, EXPERT.read_text())
+    source, changed, lines = pick_knobs.pick(spec, SOURCE)
     assert changed == {} and any("no timed variant holds" in line for line in lines)
 
 
 def test_a_knob_the_file_did_not_sweep_is_refused(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0}})
     with pytest.raises(ValueError, match="did not sweep MERGE_PDL"):
-        pick_knobs.pick(spec + ":MERGE_PDL", EXPERT.read_text())
+        pick_knobs.pick(spec + ":MERGE_PDL", SOURCE)
 
 
 def test_a_sweep_without_rounds_is_refused(tmp_path):
@@ -103,12 +105,12 @@ def test_a_sweep_without_rounds_is_refused(tmp_path):
         r.pop("rounds_us", None)
     open(spec, "w").write(json.dumps(sweep))
     with pytest.raises(ValueError, match="no spread to judge by"):
-        pick_knobs.pick(spec, EXPERT.read_text())
+        pick_knobs.pick(spec, SOURCE)
 
 
 def test_apply_writes_the_decisions_into_the_experts_file(tmp_path, monkeypatch, capsys):
     copy = tmp_path / "expert.py"
-    copy.write_text(EXPERT.read_text())
+    copy.write_text(SOURCE)
     monkeypatch.setattr(pick_knobs, "find_task", lambda _id: SimpleNamespace(expert_path=copy))
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", True): {LONG: 80.0, BATCH: 519.0}})

@@ -55,8 +55,9 @@ MERGE_ELEMS_PER_THREAD = 64
 # Where the batch's query heads are fewer programs than SMs (the single 128k-token sequence: 64 heads), split the
 # head dim over programs as well, down to MERGE_MIN_D_BLOCK values, and let each step take proportionally more
 # splits: each program's chain of dependent steps is its latency (264 splits: five steps of 64 as shipped, two of 256
-# at 32 values). Not yet timed on the H200 (bench/gpu_owed.sh `attn_merge_split`); off until then.
-MERGE_SPLIT_HEAD_DIM = False
+# at 32 values). The 128k sequence 97.8 -> 89.2 us, no other workload touched (bench/results/2026-12-05-h200-owed-22
+# call1, attn_merge_split; set there by bench/pick_knobs.py).
+MERGE_SPLIT_HEAD_DIM = True
 MERGE_MIN_D_BLOCK = 32
 # Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
 # started, the merge's programs may be scheduled into the SMs the last wave leaves free and wait there
@@ -79,9 +80,12 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # DYNAMIC_CHUNK_TILES tiles of its pair's sequence from an atomic counter until none are left, folding them into
 # one online softmax (the merge does not need a program's tiles to be contiguous). A grid of equal static splits in
 # one wave ends with its slowest program; here each SM stops within a chunk of the others. The counters live
-# between calls and the merge zeroes them. Not yet timed on the H200 (bench/gpu_owed.sh `attn_dynamic`: 2 takes
-# the 128k sequence and llama3_70b, 16 the 128k sequence alone); off until then.
-DYNAMIC_SPLIT_MIN_PROGRAMS = None
+# between calls and the merge zeroes them. Measured (bench/results/2026-12-05-h200-owed-22 call1, attn_dynamic): at
+# 16 (the 128k sequence alone, 99 programs a pair) 96.9 -> 86.7 us with four-tile chunks (two: 88.9), as fast as the
+# static one-wave grid of SPLIT_RULE = "whole_waves" (85.5; ncu: the wave's SMs active 94% of its time either way),
+# so its gain is the single wave, not balance; at 2 llama3_70b (3 a pair) 2-12% slower, as it is under the
+# whole-wave rule (the reason that rule stays off).
+DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
 
 _SM_COUNT = {}
