@@ -7,13 +7,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# (attn_split_rule: the split count by whole waves against WAVES alone, the 128k sequence's 85% of copy bandwidth at
-# stake; attn_merge_split, attn_pdl: its merge over head-dim parts and as a programmatic dependent launch;
-# attn_dynamic: its splits taken at run time in one wave;
-# quant_persistent: a persistent grid against one program per tile, the column-major 80% at stake), whose winners
-# pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it
-# into targets.md (the last full run of all four tasks is 2026-12-02's, moe's only one since); muon_tma_ws: its
-# products warp-specialized, the 2x at stake;
+# (muon_tma_ws: its Q X products warp-specialized, the batch's 2x at stake), whose winners pick_knobs sets (below),
+# then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
@@ -45,15 +40,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # The knobs the finished sweeps decide (bench/pick_knobs.py, the perf notes' rule), written into this call's copy of
 # the tree before anything times an expert: the device copies the committed tree afresh on every call, so each call
 # applies them again (the same files give the same decisions). knobs.md says why, knobs.diff what changed; the
-# results' README records the tree as its commit plus that diff. The 128k sequence's merge sweep decides only the
-# merge's head-dim split, the one knob there that touches no other workload; the dynamic sweep only its own knobs. muon_tma_ws runs after the suite bench
-# (300 s of it) and is decided by hand: a flip there needs a bench of its own.
+# results' README records the tree as its commit plus that diff. Sweeps whose decisions are committed leave this
+# file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_split_rule attn_pdl attn_merge_split:MERGE_SPLIT_HEAD_DIM \
-      attn_dynamic:DYNAMIC_SPLIT_MIN_PROGRAMS,DYNAMIC_CHUNK_TILES quant_persistent; do
+  for spec in muon_tma_ws; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -63,51 +56,19 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# With and without the page ids loaded ahead: at WAVES = 4 the 128k sequence ran at 91.2 us without them against
-# 106.4 with them, llama3_70b at 647 against 537 (bench/results/2026-12-04-h200-owed-13 call1, attn_sweep.json).
-once attn_split_rule 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_RULE=waves,whole_waves \
-  --set PREFETCH_PAGE_IDS=True,False --reps 30 --rounds 6 --json "$R/attn_split_rule.json"
-# The merge's head dim over more programs where the batch's heads leave SMs idle: only the 128k sequence (64 heads),
-# under both split rules (264 splits, or 99: five steps or two as shipped, two or one split), and launched as a
-# programmatic dependent of the split kernel or not.
-once attn_merge_split 150 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
-  --set MERGE_SPLIT_HEAD_DIM=False,True --set SPLIT_RULE=waves,whole_waves --set MERGE_PDL=False,True \
-  --reps 30 --rounds 6 --json "$R/attn_merge_split.json"
-# Splits taken at run time in one wave (chunks of 2 or 4 tiles) against the static grid under both split rules, on
-# the two workloads whose (sequence, KV head) pairs get two or more programs of a wave: at a minimum of 2 both take
-# it, at 16 the 128k sequence alone (99 programs a pair; llama3_70b 3). The other two launch the shipped kernel, its
-# PTX unchanged (docs/perf/attention.md).
-once attn_dynamic 200 python3 bench/sweep.py attn_decode_paged_gqa \
-  --workloads qwen3_235b_a22b_b1_l128k,llama3_70b_b16_l32k --set DYNAMIC_SPLIT_MIN_PROGRAMS=None,2,16 \
-  --set DYNAMIC_CHUNK_TILES=2,4 --set SPLIT_RULE=waves,whole_waves --reps 30 --rounds 6 --json "$R/attn_dynamic.json"
-# The merge as a programmatic dependent launch on every scored workload (all but qwen3_8b_lvar merge).
-once attn_pdl 120 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --reps 30 --rounds 6 \
-  --json "$R/attn_pdl.json"
-# The shipped grid twice (PERSISTENT=False under both counts: the rounds' noise) against the persistent one.
-once quant_persistent 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PERSISTENT=False,True \
-  --set PERSISTENT_PROGRAMS_PER_SM=4,8 --reps 30 --rounds 6 --json "$R/quant_persistent.json"
+# muon's composed Q X products as a persistent, warp-specialized TMA kernel against the shipped one-tile kernel:
+# 3.8% faster on 4096x14336 and the batch in owed-22 (call2), inside six rounds' 4-10% spread; ten rounds here.
+once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --reps 5 --rounds 10 \
+  --json "$R/muon_tma_ws.json"
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
   > /dev/null 2>&1
-# muon's composed Q X products and its symmetric products as persistent, warp-specialized TMA kernels, each alone
-# and both, against the shipped one-tile kernels.
-once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --set SYM_TMA_WS=False,True \
-  --reps 5 --rounds 6 --json "$R/muon_tma_ws.json"
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note): the 128k sequence's
 # split kernel as shipped, and quant's column-major workload, expert and compiled comparator.
 NCU="ncu --profile-from-start off --set full"
 once ncu_attn_128k 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 bench/ncu_target.py \
   attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k
-# ...and in one wave (132 splits at four programs per SM, owed-13's 91 us) with the merge over head-dim parts: whether
-# the wave's SMs finish together (ncu's SM active cycles, min and max against the mean) is what the dynamic split
-# would answer (docs/perf/attention.md).
-once ncu_attn_128k_one_wave 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
-  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set SPLIT_RULE=whole_waves \
-  --set PREFETCH_PAGE_IDS=False --set MERGE_SPLIT_HEAD_DIM=True
-# ...and with splits taken at run time (one wave of 99 programs per KV head, four-tile chunks).
-once ncu_attn_128k_dynamic 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 \
-  bench/ncu_target.py attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k --set DYNAMIC_SPLIT_MIN_PROGRAMS=2
 once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \

@@ -94,32 +94,24 @@ SYM_GROUP = 8
 # view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
 # 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
-# Not yet timed on the H200 (bench/gpu_owed.sh `muon_tma_ws`).
+# On the H200 3.8% faster on 4096x14336 and the batch, inside six rounds' 4-10% spread (bench/results/
+# 2026-12-05-h200-owed-22 call2); off until a longer sweep decides (bench/gpu_owed.sh `muon_tma_ws`). The same form
+# for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower there and is gone.
 MM_TMA_WS = False
 MM_TMA_STAGES = 3
-# The symmetric products in the same form (off): square 128x128 upper tiles of every matrix walked by one program
-# per SM, the D term loaded into the accumulator and the tile and its mirror written through descriptors (the
-# expert's masked pointer stores spill 4.7-6.8 KB per thread in the specialized consumer at 128x256, 0.3 KB at
-# 128x128; descriptor stores none: bench/diag/hopper_ws_compile.py). Square tiles only, so against the band tiles
-# 14% more panel traffic from L2, which bounds the batch's products (ncu, owed-18 call5): worth timing only if
-# MM_TMA_WS shows TMA easing that bound. Several matrices need m a whole number of tiles (the stores would cross).
-# The sm_90 compile on both Tritons, every flavour (Gram, D term, identity output): 168 registers, no spill, 160 KB
-# of shared memory at three stages, one program per SM. Not yet timed on the H200 (bench/gpu_owed.sh `muon_tma_ws`).
-SYM_TMA_WS = False
-SYM_TMA_STAGES = 3
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
     tma_warps=4, tma_programs=None,  # one persistent program per SM
-    mm_tma_stages=MM_TMA_STAGES, sym_tma_stages=SYM_TMA_STAGES,
+    mm_tma_stages=MM_TMA_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
     sym_block=16, sym_block_k=64, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
     tma_warps=4, tma_programs=3,  # so that the cpu shapes' programs walk several tiles
-    mm_tma_stages=1, sym_tma_stages=1,
+    mm_tma_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
@@ -434,67 +426,6 @@ def _gemm_tma_ws_kernel(
                  (acc * scale).to(c_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _sym_tma_ws_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
-    M, K, batch, num_partials,
-    alpha, beta_over_alpha, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr, GRAM: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
-):
-    """_sym_gemm_kernel's product on square tiles (C = norm^-p alpha (L @ R + beta/alpha D), symmetric; optionally
-    C2 = C + gamma I) for contiguous operands, every matrix's upper tiles walked by persistent programs, TMA loads
-    and stores, the tile loop warp-specialized. GRAM: R is L's transpose (X X^T), its tiles L's rows transposed.
-
-    The descriptors see the batch as tall matrices ([batch * M, K] and so on); with several matrices M is a whole
-    number of tiles and K of K steps (the launcher checks), so no tile reaches into the next matrix, and past the
-    last one the descriptors read zeros and drop stores."""
-    l_desc = tl.make_tensor_descriptor(l_ptr, shape=[batch * M, K], strides=[K, 1], block_shape=[BLOCK, BLOCK_K])
-    if GRAM:
-        r_desc = tl.make_tensor_descriptor(r_ptr, shape=[batch * M, K], strides=[K, 1],
-                                           block_shape=[BLOCK, BLOCK_K])
-    else:
-        r_desc = tl.make_tensor_descriptor(r_ptr, shape=[batch * K, M], strides=[M, 1],
-                                           block_shape=[BLOCK_K, BLOCK])
-    d_desc = tl.make_tensor_descriptor(d_ptr, shape=[batch * M, M], strides=[M, 1], block_shape=[BLOCK, BLOCK])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[batch * M, M], strides=[M, 1], block_shape=[BLOCK, BLOCK])
-    c2_desc = tl.make_tensor_descriptor(c2_ptr, shape=[batch * M, M], strides=[M, 1], block_shape=[BLOCK, BLOCK])
-    rows = tl.cdiv(M, BLOCK)
-    per_matrix = rows * rows  # the whole tile grid, the tiles below the diagonal skipped (the loop's cheap part)
-    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=False, warp_specialize=True):
-        b = tile // per_matrix
-        t = tile % per_matrix
-        ti = t // rows
-        tj = t % rows
-        if tj >= ti:
-            row0 = b * M + ti * BLOCK
-            col0 = tj * BLOCK
-            if HAS_D:
-                acc = d_desc.load([row0, col0]).to(tl.float32) * beta_over_alpha
-            else:
-                acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
-            for ki in range(tl.cdiv(K, BLOCK_K)):
-                lhs = l_desc.load([row0, ki * BLOCK_K])
-                if GRAM:
-                    rhs = r_desc.load([b * M + col0, ki * BLOCK_K]).T
-                else:
-                    rhs = r_desc.load([b * K + ki * BLOCK_K, col0])
-                acc = tl.dot(lhs, rhs, acc, input_precision=DOT_PRECISION)
-            out = acc * (alpha * _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2))
-            c_desc.store([row0, col0], out.to(c_desc.dtype))
-            if tj > ti:
-                c_desc.store([b * M + col0, ti * BLOCK], tl.trans(out).to(c_desc.dtype))
-            if HAS_IDENTITY_OUT:
-                # the first factor of a composed run, P_0 = a I + R_0, starts the running product Q
-                offs = tl.arange(0, BLOCK)
-                on_diagonal = (offs[:, None] == offs[None, :]) & (ti == tj)
-                out += tl.where(on_diagonal, gamma, 0.0)
-                c2_desc.store([row0, col0], out.to(c2_desc.dtype))
-                if tj > ti:
-                    c2_desc.store([b * M + col0, ti * BLOCK], tl.trans(out).to(c2_desc.dtype))
-
-
 def _tma_ready(t, block_k):
     """A [batch, rows, cols] operand the TMA kernel can take: contiguous, 16-byte rows and base, and (several
     matrices) rows a whole number of K steps."""
@@ -565,9 +496,6 @@ class _Launcher:
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
-        if SYM_TMA_WS and self.sym_tma(left, right, dd, out, out2, alpha, d is not None, beta, norm_power,
-                                       identity_out is not None, gamma):
-            return
         block_m, square = cfg["sym_block"], self.sym_tiles == "square"
         block_n = block_m if square else 2 * block_m
         rows, cols = triton.cdiv(m, block_m), triton.cdiv(m, block_n)
@@ -587,27 +515,6 @@ class _Launcher:
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
-
-    def sym_tma(self, left, right, d, out, out2, alpha, has_d, beta, norm_power, has_identity_out, gamma):
-        """The symmetric product through _sym_tma_ws_kernel, if its descriptors can take the operands."""
-        cfg, m, block = self.cfg, self.m, self.cfg["sym_block"]
-        gram = right.data_ptr() == left.data_ptr() and right.stride() == left.transpose(1, 2).stride()
-        tensors = [left, d, out, out2] + ([] if gram else [right])
-        K = left.shape[2]
-        if not all(_tma_ready(t, cfg["sym_block_k"]) for t in tensors) or (
-                self.batch > 1 and (m % block or K % cfg["sym_block_k"])):
-            return False
-        programs = self.tma_programs(self.batch * triton.cdiv(m, block) ** 2)
-        _sym_tma_ws_kernel[(programs,)](
-            left, right, d, out, out2, self.partials,
-            m, K, self.batch, self.num_partials,
-            alpha, beta / alpha, gamma,
-            NORM_POWER=norm_power, HAS_D=has_d, HAS_IDENTITY_OUT=has_identity_out, GRAM=gram,
-            BLOCK=block, BLOCK_K=cfg["sym_block_k"],
-            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, NUM_PROGRAMS=programs,
-            num_warps=cfg["tma_warps"], num_stages=cfg["sym_tma_stages"],
-        )
-        return True
 
     def tma_programs(self, tiles):
         """The persistent grid of a TMA kernel over `tiles` tiles, its descriptors' scratch allocator set."""

@@ -47,19 +47,6 @@ PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
 # small test inputs still spread over several programs along every axis.
 INTERPRETER_TARGET_PROGRAMS = 8
-# Persistent programs (off): a grid of PERSISTENT_PROGRAMS_PER_SM programs per SM, each walking the
-# tiles at the grid's stride with the next tile's load in flight while it quantises this one,
-# instead of one program per tile (each waits for its load, then exits and a new one is
-# scheduled). What it would attack: the column-major workload's distance from the copy rate
-# (80%, 67.4 us for 229 MB: bench/results/2026-12-04-h200-sweep-16), not the tile shape, whose
-# sweeps were flat. Not yet timed on the H200 (bench/gpu_owed.sh `quant_persistent`).
-# Problems of fewer tiles than that grid (the latency-bound M=8) keep one tile per program.
-PERSISTENT = False
-PERSISTENT_PROGRAMS_PER_SM = 8  # one wave: the persistent kernel takes 96 registers, ten 2-warp programs per SM
-# ...and off the GPU (the tiny device above), few enough that the cpu workloads' programs walk several
-# tiles, ragged tails included (the sm_90 compile report, made off the GPU, shows this grid too).
-INTERPRETER_PERSISTENT_PROGRAMS = 3
-
 _SM_COUNT = {}
 
 
@@ -120,7 +107,6 @@ def _quant_group_fp8_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
-    PERSISTENT: tl.constexpr,  # programs walk tiles at the grid's stride (else one tile per program)
 ):
     groups_per_row = n_cols // GROUP_SIZE
     # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
@@ -131,21 +117,8 @@ def _quant_group_fp8_kernel(
                                           GROUP_SIZE, BLOCK_M, BLOCK_G)
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
-    if PERSISTENT:
-        # The next tile's load is issued before this tile's arithmetic and stores, so each program keeps a tile
-        # in flight while it works (a one-tile program waits for its load, then exits and a new one starts).
-        n_tiles = tl.cdiv(n_rows, BLOCK_M) * n_group_blocks
-        step = tl.num_programs(0)
-        for tile in range(pid, n_tiles, step):
-            rows_n, gcols_n, offs_n, ok_n = _tile_offsets(tile + step, n_group_blocks, n_rows, n_cols,
-                                                          groups_per_row, GROUP_SIZE, BLOCK_M, BLOCK_G)
-            x_n = tl.load(x_ptr + offs_n, mask=ok_n[:, :, None], other=0.0)
-            _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group,
-                           eps, POW2_SCALE)
-            rows, gcols, offs, ok, x = rows_n, gcols_n, offs_n, ok_n, x_n
-    else:
-        _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                       POW2_SCALE)
+    _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
+                   POW2_SCALE)
 
 
 def _sm_count(device):
@@ -162,14 +135,6 @@ def _target_programs(device):
     """How many programs the grid should have at least, to fill the device."""
     sms = _sm_count(device)
     return INTERPRETER_TARGET_PROGRAMS if sms is None else PROGRAMS_PER_SM * sms
-
-
-def _grid_programs(tiles, device):
-    """One program per tile, or with PERSISTENT at most a fixed number per SM."""
-    if not PERSISTENT:
-        return tiles
-    sms = _sm_count(device)
-    return min(tiles, INTERPRETER_PERSISTENT_PROGRAMS if sms is None else PERSISTENT_PROGRAMS_PER_SM * sms)
 
 
 def _tile_shape(n_rows, groups_per_row, column_major, target):
@@ -211,7 +176,7 @@ def run(x, group_size, column_major, ue8m0):
     block_m, block_g = _tile_shape(n_rows, groups_per_row, column_major, _target_programs(x.device))
     tile_elems = block_m * block_g * group_size
     num_warps = max(1, min(MAX_WARPS, tile_elems // ELEMS_PER_WARP))
-    grid = (_grid_programs(triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g), x.device),)
+    grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g),)
     _quant_group_fp8_kernel[grid](
         x,
         q,
@@ -225,7 +190,6 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
-        PERSISTENT=PERSISTENT,
         num_warps=num_warps,
         num_stages=1,
     )
