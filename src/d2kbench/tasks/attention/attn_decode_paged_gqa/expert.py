@@ -62,15 +62,18 @@ MERGE_MIN_D_BLOCK = 32
 # Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
 # started, the merge's programs may be scheduled into the SMs the last wave leaves free and wait there
 # (griddepcontrol.wait) for the splits' writes, instead of launching after the split kernel has drained. What it
-# would save is the gap between the two kernels, on every workload that merges. Not yet timed on the H200
-# (bench/gpu_owed.sh `attn_merge_split`, `attn_pdl`); off until then. GPU only (the interpreter has no PDL).
+# would save is the gap between the two kernels, on every workload that merges. On the H200 it did not: within the
+# rounds' spread on three workloads, 1 us slower on the 128k sequence (bench/results/2026-12-05-h200-owed-22 call1,
+# attn_pdl). Off. GPU only (the interpreter has no PDL).
 MERGE_PDL = False
 # How many splits. "waves": enough for WAVES programs per SM (as shipped). "whole_waves": of the split counts up
 # to that many, the one whose grid leaves least of its last wave idle at SPLIT_PROGRAMS_PER_SM resident programs
 # per SM, the fewest splits among equals (fewer partials to write and merge). With equal splits a grid runs in
 # whole waves, so its time goes as ceil(programs / slots) x one split's tokens. The single 128k-token sequence
 # (4 KV heads) takes 264 splits as shipped, 2.7 waves of 64-token-tile programs, 8 tiles each; the rule gives it
-# 99, one full wave. Not yet timed on the H200 (bench/gpu_owed.sh `attn_split_rule`); off until then.
+# 99, one full wave: 97.5 -> 86.2 us, but llama3_70b 498.7 -> 509.5 (three splits in one wave against nine in 2.9,
+# which the rule rates equal; bench/results/2026-12-05-h200-owed-22 call1, attn_split_rule). Off; the 128k sequence
+# gets its one wave from the dynamic split below.
 SPLIT_RULE = "waves"
 # The split kernel's sm_90 occupancy, which the rule's waves are counted in (tests check it against the compile):
 # with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers.
