@@ -22,13 +22,12 @@ import ast
 import difflib
 import json
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep import variant_source  # noqa: E402
+from sweep import knob_assignment, variant_source  # noqa: E402
 
 from d2kbench.suite import find_task  # noqa: E402
 
@@ -44,10 +43,8 @@ class Verdict:
 
 def current_value(source: str, name: str):
     """The literal a knob is assigned in the expert's source (one line, as `variant_source` requires)."""
-    lines = re.findall(rf"^{re.escape(name)} = (.*)$", source, re.M)
-    if len(lines) != 1:
-        raise ValueError(f"{name} is not assigned exactly once at the start of a line of expert.py")
-    return ast.literal_eval(lines[0].split("#")[0].strip())
+    _, line = knob_assignment(source, name)
+    return ast.literal_eval(ast.parse(line).body[0].value)
 
 
 def judge(records: list[dict], decide: list[str], current: dict) -> tuple[dict | None, list[Verdict]]:
@@ -99,10 +96,10 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def pick(spec: str, source: str) -> tuple[str, dict, list[str]]:
-    """One sweep file's decision against `source`: the new source, the knobs changed and a Markdown account."""
+def pick(spec: str, sweep: dict, source: str) -> tuple[str, dict, list[str]]:
+    """One sweep file's decision (`spec`: its path and the knobs it decides; `sweep`: its records) against `source`:
+    the new source, the knobs changed and a Markdown account."""
     path, _, names = spec.partition(":")
-    sweep = json.loads(Path(path).read_text())
     swept = next((r["knobs"] for r in sweep["records"] if r.get("knobs")), None)
     if swept is None:
         return source, {}, [f"### {path}\n\nno variant was timed: nothing decided\n"]
@@ -140,17 +137,17 @@ def main() -> int:
     parser.add_argument("--diff", type=Path, help="write what --apply changed, as a unified diff")
     args = parser.parse_args()
 
-    tasks = {json.loads(Path(s.partition(":")[0]).read_text())["task"] for s in args.sweeps}
+    sweeps = {spec: json.loads(Path(spec.partition(":")[0]).read_text()) for spec in args.sweeps}
     report, diff = ["# Knobs decided from sweeps\n"], []
-    for task_id in sorted(tasks):
+    for task_id in sorted({sweep["task"] for sweep in sweeps.values()}):
         expert_path = find_task(task_id).expert_path
-        source = expert_path.read_text()
+        source = committed = expert_path.read_text()
         changed: dict = {}
-        for spec in args.sweeps:
-            if json.loads(Path(spec.partition(":")[0]).read_text())["task"] != task_id:
+        for spec, sweep in sweeps.items():
+            if sweep["task"] != task_id:
                 continue
             try:
-                source, now, lines = pick(spec, source)
+                source, now, lines = pick(spec, sweep, source)
             except ValueError as exc:
                 parser.error(str(exc))
             changed.update(now)
@@ -158,9 +155,8 @@ def main() -> int:
         report.append(f"**{task_id}**: " + (", ".join(f"{k} = {v!r}" for k, v in changed.items()) or "unchanged")
                       + ("" if args.apply or not changed else " (not applied)") + "\n")
         if args.apply and changed:
-            old = expert_path.read_text()
             expert_path.write_text(source)
-            diff += difflib.unified_diff(old.splitlines(keepends=True), source.splitlines(keepends=True),
+            diff += difflib.unified_diff(committed.splitlines(keepends=True), source.splitlines(keepends=True),
                                          str(expert_path), str(expert_path))
     text = "\n".join(report)
     print(text)

@@ -76,12 +76,19 @@ def variant_source(source: str, knobs: dict) -> str:
     dict built from MM_BLOCK_N and MM_STAGES, so its tile sweeps of the tenth and eleventh sessions timed the
     shipped tiles under every label."""
     for name, value in knobs.items():
-        pattern = re.compile(rf"^{re.escape(name)} = .*$", re.M)
-        lines = pattern.findall(source)
-        if len(lines) != 1 or not one_statement(lines[0]):
-            raise ValueError(f"{name} is not assigned exactly once, on one line, at the start of a line of expert.py")
+        pattern, _ = knob_assignment(source, name)
         source = pattern.sub(lambda _m, name=name, value=value: f"{name} = {value!r}", source)
     return source
+
+
+def knob_assignment(source: str, name: str) -> tuple[re.Pattern, str]:
+    """The pattern of a knob's module-level assignment and its line in `source`; ValueError unless it is assigned
+    exactly once, on one line, at the start of a line."""
+    pattern = re.compile(rf"^{re.escape(name)} = .*$", re.M)
+    lines = pattern.findall(source)
+    if len(lines) != 1 or not one_statement(lines[0]):
+        raise ValueError(f"{name} is not assigned exactly once, on one line, at the start of a line of expert.py")
+    return pattern, lines[0]
 
 
 def load_variant(source: str, knobs: dict, folder: Path, name: str):

@@ -187,6 +187,14 @@ def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
     assert [(k["grid"], k["waves"]) for k in split] == [([4, 1, 99], 1.0)]
 
 
+def interpreted(script: str) -> subprocess.CompletedProcess:
+    """`script` run by Python in a process of its own under Triton's interpreter (chosen as kernels are decorated,
+    so not in this one), with the checkout's package."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
 TMA_BATCH = """
 import torch
 from d2kbench.evaluate.worker import load_module
@@ -212,8 +220,7 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
     """The TMA kernel sees a batch as one tall matrix per operand: three matrices, N not a whole number of tiles,
     three persistent programs walking 18 tiles; its products equal _gemm_kernel's bit for bit (the same K order).
     In a process of its own: the interpreter is chosen as the kernels are decorated."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run([sys.executable, "-c", TMA_BATCH], env=env, capture_output=True, text=True, timeout=600)
+    done = interpreted(TMA_BATCH)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -340,9 +347,7 @@ print("ok")
 
 
 def test_dynamic_splits_leave_their_counters_zero_for_the_next_call():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-c", DYNAMIC_AGAIN], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = interpreted(DYNAMIC_AGAIN)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
@@ -374,7 +379,5 @@ def test_the_merge_of_dynamic_splits_weighs_empty_slots_zero_even_a_whole_first_
     """The interpreter runs a grid's programs in turn, so on the cpu workloads the first program takes every chunk
     and the merge's first block is never empty: here the merge alone, with the first two-slot block and one more slot
     empty (lse -inf), must give the weighted merge of the rest, not NaN (-inf - -inf), and zero the counters."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run([sys.executable, "-c", EMPTY_FIRST_BLOCK], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = interpreted(EMPTY_FIRST_BLOCK)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -19,6 +19,11 @@ SHIPPED = {"SPLIT_RULE": "waves", "MERGE_SPLIT_HEAD_DIM": False}
 LONG, BATCH = "qwen3_235b_a22b_b1_l128k", "llama3_70b_b16_l8k"
 
 
+def decide(spec, source):
+    """pick_knobs.pick on the sweep file `spec` names (its path, then the knobs it decides)."""
+    return pick_knobs.pick(spec, json.loads(open(spec.partition(":")[0]).read()), source)
+
+
 def record(workload, knobs, us, spread=0.01):
     label = "as shipped" if knobs == SHIPPED else ", ".join(f"{k}={v}" for k, v in knobs.items())
     return {"workload": workload, "seed": 7, "variant": label, "knobs": knobs, "us": us,
@@ -45,7 +50,7 @@ def sweep_file(tmp_path, name, times):
 def test_a_candidate_that_gains_beyond_the_spread_and_loses_nowhere_is_taken(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 86.0, BATCH: 522.0}})
-    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)
+    source, changed, lines = decide(spec + ":SPLIT_RULE", SOURCE)
     assert changed == {"SPLIT_RULE": "whole_waves"}
     assert "SPLIT_RULE = 'whole_waves'" in source and "SPLIT_RULE = \"waves\"" not in source
     assert source.replace("SPLIT_RULE = 'whole_waves'", 'SPLIT_RULE = "waves"') == SOURCE
@@ -57,7 +62,7 @@ def test_a_candidate_that_gains_beyond_the_spread_and_loses_nowhere_is_taken(tmp
 def test_a_candidate_that_loses_elsewhere_or_is_wrong_is_not_taken(tmp_path, batch_us, why):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 80.0, BATCH: batch_us}})
-    source, changed, lines = pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)
+    source, changed, lines = decide(spec + ":SPLIT_RULE", SOURCE)
     assert changed == {} and source == SOURCE
     assert any(why in line for line in lines) and any("the knobs stay" in line for line in lines)
 
@@ -65,7 +70,7 @@ def test_a_candidate_that_loses_elsewhere_or_is_wrong_is_not_taken(tmp_path, bat
 def test_a_gain_inside_the_rounds_spread_is_noise(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 97.4, BATCH: 519.0}})
-    assert pick_knobs.pick(spec + ":SPLIT_RULE", SOURCE)[1] == {}
+    assert decide(spec + ":SPLIT_RULE", SOURCE)[1] == {}
 
 
 def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
@@ -77,8 +82,8 @@ def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
                                             ("whole_waves", False): {LONG: 86.0},
                                             ("whole_waves", True): {LONG: 83.0}})
     source = SOURCE
-    source, changed, _ = pick_knobs.pick(first + ":SPLIT_RULE", source)
-    source, changed, lines = pick_knobs.pick(second + ":MERGE_SPLIT_HEAD_DIM", source)
+    source, changed, _ = decide(first + ":SPLIT_RULE", source)
+    source, changed, lines = decide(second + ":MERGE_SPLIT_HEAD_DIM", source)
     assert changed == {"MERGE_SPLIT_HEAD_DIM": True}
     assert "taken: SPLIT_RULE=whole_waves, MERGE_SPLIT_HEAD_DIM=True" in "\n".join(lines)
     assert "SPLIT_RULE=waves, MERGE_SPLIT_HEAD_DIM=True" not in "\n".join(lines)  # not a candidate there
@@ -87,14 +92,14 @@ def test_later_files_are_judged_against_the_earlier_decisions(tmp_path):
 def test_nothing_is_decided_without_a_baseline_at_the_experts_values(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("whole_waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", True): {LONG: 80.0, BATCH: 520.0}})
-    source, changed, lines = pick_knobs.pick(spec, SOURCE)
+    source, changed, lines = decide(spec, SOURCE)
     assert changed == {} and any("no timed variant holds" in line for line in lines)
 
 
 def test_a_knob_the_file_did_not_sweep_is_refused(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0}})
     with pytest.raises(ValueError, match="did not sweep MERGE_PDL"):
-        pick_knobs.pick(spec + ":MERGE_PDL", SOURCE)
+        decide(spec + ":MERGE_PDL", SOURCE)
 
 
 def test_a_sweep_without_rounds_is_refused(tmp_path):
@@ -105,7 +110,7 @@ def test_a_sweep_without_rounds_is_refused(tmp_path):
         r.pop("rounds_us", None)
     open(spec, "w").write(json.dumps(sweep))
     with pytest.raises(ValueError, match="no spread to judge by"):
-        pick_knobs.pick(spec, SOURCE)
+        decide(spec, SOURCE)
 
 
 def test_apply_writes_the_decisions_into_the_experts_file(tmp_path, monkeypatch, capsys):
