@@ -46,7 +46,7 @@ PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in muon_tma_ws; do
+  for spec in attn_warps_chunks muon_tma_ws; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -56,6 +56,13 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
+# The 128k sequence's one wave at 3.3 TB/s where llama3_70b's split kernel streams 4.3 (owed-22 call2, ncu): shapes of
+# its bytes that differ from it in one thing each, its knobs re-sized to their occupancy, and the access pattern's
+# own rate (a kernel that only sums K and V through the block table).
+once attn_one_wave 150 python3 bench/diag/attn_one_wave.py --json "$R/attn_one_wave.json"
+# Its warps and chunk sizes as a sweep the pick can decide (warps move every workload; chunks only the 128k's).
+once attn_warps_chunks 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_NUM_WARPS=4,8 \
+  --set DYNAMIC_CHUNK_TILES=4,8 --rounds 6 --json "$R/attn_warps_chunks.json"
 # muon's composed Q X products as a persistent, warp-specialized TMA kernel against the shipped one-tile kernel:
 # 3.8% faster on 4096x14336 and the batch in owed-22 (call2), inside six rounds' 4-10% spread; ten rounds here.
 once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --reps 5 --rounds 10 \
@@ -72,6 +79,11 @@ once ncu_attn_128k 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel'
 once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m4096_k18432_col
 once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \
+  --comparator
+# quant's M=8, 0.93x the compiled comparator in six processes (owed-22 call2): what each one's kernels do.
+once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
+  dsv3_m8_k7168_row
+once ncu_quant_m8_compiled 90 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m8_k7168_row \
   --comparator
 # quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%
 # from process to process (docs/perf/evaluator.md): one process per step, six of them, so the note can give the
