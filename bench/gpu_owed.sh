@@ -46,7 +46,7 @@ PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_warps_chunks muon_tma_ws; do
+  for spec in attn_warps_chunks quant_small_grid muon_tma_ws; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -63,6 +63,10 @@ once attn_one_wave 150 python3 bench/diag/attn_one_wave.py --json "$R/attn_one_w
 # Its warps and chunk sizes as a sweep the pick can decide (warps move every workload; chunks only the 128k's).
 once attn_warps_chunks 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_NUM_WARPS=4,8 \
   --set DYNAMIC_CHUNK_TILES=4,8 --rounds 6 --json "$R/attn_warps_chunks.json"
+# quant's M=8 (0.93x the compiled comparator): its grid of 448 one-warp programs of one group each, against fewer,
+# larger programs (programs per SM aimed for: only M=8 is small enough to be shrunk) and more warps per tile.
+once quant_small_grid 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PROGRAMS_PER_SM=2,1,0.5,0.25 \
+  --set ELEMS_PER_WARP=1024,256 --reps 200 --rounds 6 --json "$R/quant_small_grid.json"
 # muon's composed Q X products as a persistent, warp-specialized TMA kernel against the shipped one-tile kernel:
 # 3.8% faster on 4096x14336 and the batch in owed-22 (call2), inside six rounds' 4-10% spread; ten rounds here.
 once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --reps 5 --rounds 10 \
