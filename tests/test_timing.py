@@ -40,6 +40,19 @@ def test_each_call_is_flushed_then_given_a_head_start_then_timed(monkeypatch):
                                   ("call", slot), "end")]
 
 
+def test_the_flush_reads_the_whole_buffer_and_writes_none_of_it(monkeypatch):
+    """The L2 is evicted by a read: a write would leave an L2 of dirty lines for the timed call to write back (the
+    128k attention sequence 8% slower on an H100, bench/results/2026-12-05-h100-owed-23 flush_dirty)."""
+    monkeypatch.setattr(timing, "L2_FLUSH_BYTES", 4096)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(clock_rate=1_000_000))
+    timer = timing.Timer(torch.device("cpu"))
+    timer.flush_buffer.copy_(torch.arange(1024, dtype=torch.int32).flip(0))
+    before = timer.flush_buffer.clone()
+    timer.flush()
+    assert torch.equal(timer.flush_buffer, before)  # nothing written
+    assert timer.flush_sink.item() == 1023  # its largest value, at the buffer's start: every element was read
+
+
 def test_wait_quiet_probes_until_the_queued_work_has_drained():
     """With the candidate stopped, work it queued before the stop still runs: the probe waits it out."""
     rates, now = iter([1.0, 2.0, 9.0, 9.5]), [0.0]
