@@ -7,7 +7,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# (muon_tma_ws: its Q X products warp-specialized, the batch's 2x at stake), whose winners pick_knobs sets (below),
+# (attn_guided: the 128k sequence's tail; quant_small_grid: M=8 on the H200; muon_plan: the batch's 2x), whose
+# winners pick_knobs sets (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -41,12 +42,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # the tree before anything times an expert: the device copies the committed tree afresh on every call, so each call
 # applies them again (the same files give the same decisions). knobs.md says why, knobs.diff what changed; the
 # results' README records the tree as its commit plus that diff. Sweeps whose decisions are committed leave this
-# file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1).
+# file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1; the twenty-third's, on an H100:
+# bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_warps_chunks quant_small_grid muon_tma_ws muon_plan; do
+  for spec in attn_guided quant_small_grid muon_plan; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -56,21 +58,14 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# The 128k sequence's one wave at 3.3 TB/s where llama3_70b's split kernel streams 4.3 (owed-22 call2, ncu): shapes of
-# its bytes that differ from it in one thing each, its knobs re-sized to their occupancy, and the access pattern's
-# own rate (a kernel that only sums K and V through the block table).
-once attn_one_wave 150 python3 bench/diag/attn_one_wave.py --json "$R/attn_one_wave.json"
-# Its warps and chunk sizes as a sweep the pick can decide (warps move every workload; chunks only the 128k's).
-once attn_warps_chunks 150 python3 bench/sweep.py attn_decode_paged_gqa --set SPLIT_NUM_WARPS=4,8 \
-  --set DYNAMIC_CHUNK_TILES=4,8 --rounds 6 --json "$R/attn_warps_chunks.json"
-# quant's M=8 (0.93x the compiled comparator): its grid of 448 one-warp programs of one group each, against fewer,
-# larger programs (programs per SM aimed for: only M=8 is small enough to be shrunk) and more warps per tile.
+# The 128k sequence's chunks sized by the tiles left (DYNAMIC_GUIDE): the one wave's tail, single tiles at the end.
+once attn_guided 120 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
+  --set DYNAMIC_GUIDE=None,1,2,4 --rounds 6 --json "$R/attn_guided.json"
+# quant's M=8 (0.93x the compiled comparator on the H200): its grid of 448 one-warp programs of one group each,
+# against fewer, larger programs (only M=8 is small enough to be shrunk) and more warps per tile. On the H100 the
+# shipped grid won (owed-23 call1) and was 1.26-1.30x the comparator; the H200 is where it loses.
 once quant_small_grid 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PROGRAMS_PER_SM=2,1,0.5,0.25 \
   --set ELEMS_PER_WARP=1024,256 --reps 200 --rounds 6 --json "$R/quant_small_grid.json"
-# muon's composed Q X products as a persistent, warp-specialized TMA kernel against the shipped one-tile kernel:
-# 3.8% faster on 4096x14336 and the batch in owed-22 (call2), inside six rounds' 4-10% spread; ten rounds here.
-once muon_tma_ws 300 python3 bench/sweep.py muon_newton_schulz --set MM_TMA_WS=False,True --reps 5 --rounds 10 \
-  --json "$R/muon_tma_ws.json"
 # muon's batch (128 x 768x2048, 1.74x where 2x is the target) under the plain plan: the composed plan does 0.67 of
 # its FLOPs, but in 768 x 768 products that are memory-bound; the plain plan's are larger and compute-bound. A
 # ratio of 0.62 takes the plain plan for the batch alone (4096x14336 and 8192x28672 compose at 0.61).
@@ -80,15 +75,9 @@ pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
   > /dev/null 2>&1
-# The profiles behind the targets the committed runs miss (issue 3 asks for them in the note): the 128k sequence's
-# split kernel as shipped, and quant's column-major workload, expert and compiled comparator.
+# The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
+# quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
-once ncu_attn_128k 120 $NCU -k 'regex:_decode_split_kernel|_merge_splits_kernel' python3 bench/ncu_target.py \
-  attn_decode_paged_gqa qwen3_235b_a22b_b1_l128k
-once ncu_quant_col 90 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
-  dsv3_m4096_k18432_col
-once ncu_quant_col_compiled 120 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m4096_k18432_col \
-  --comparator
 # quant's M=8, 0.93x the compiled comparator in six processes (owed-22 call2): what each one's kernels do.
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m8_k7168_row
