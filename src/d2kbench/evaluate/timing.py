@@ -57,7 +57,7 @@ class Timer:
         """Evict the L2 by reading a buffer several times its size. A read, not a write: the lines it leaves are
         clean, so the timed call is not charged for writing the flush's own lines back to memory as it evicts them
         (a zero_ of the buffer left up to an L2 of dirty lines, which cost the 128k attention sequence 8% of its
-        time on an H100: bench/diag/flush_dirty.py)."""
+        time on an H100: bench/results/2026-12-05-h100-owed-23, call3)."""
         torch.amax(self.flush_buffer, dim=0, out=self.flush_sink)
 
     def head_start(self, first: bool = False) -> None:

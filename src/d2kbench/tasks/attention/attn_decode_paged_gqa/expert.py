@@ -14,8 +14,8 @@ merges the live splits of one head exactly, weighting each partial output by exp
 The split count is chosen on the host from the batch, the KV heads and the block table's static
 width (never from seq_lens, which would need a device-to-host sync), to give a few waves of
 programs per SM. Within a sequence each split covers an equal share of its length, rounded up to
-whole tiles, so only the sequence's very last tile is partial. (With DYNAMIC_SPLIT_MIN_PROGRAMS, off, a batch
-of few sequences instead runs one wave whose programs take tile-aligned chunks from a counter.)
+whole tiles, so only the sequence's very last tile is partial. (With DYNAMIC_SPLIT_MIN_PROGRAMS, a batch of few
+sequences, the 128k one, instead runs one wave whose programs take tile-aligned chunks from a counter.)
 """
 
 import functools
