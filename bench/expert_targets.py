@@ -100,9 +100,10 @@ def check(files: list[Path]) -> tuple[list[str], bool]:
     rows, ok = [], True
     for target in TARGETS:
         record, source = results.get(target.task, (None, "no file"))
+        gpu = (record or {}).get("environment", {}).get("gpu", "-")  # issue 3's targets are the H200's
         if record is None or record["verdict"] != "pass":
             why = "no result" if record is None else f"verdict {record['verdict']}"
-            rows.append(f"| {target.task} | {target.describe()} | - | - | MISSED: {why} | {source} |")
+            rows.append(f"| {target.task} | {target.describe()} | - | - | MISSED: {why} | {gpu} | {source} |")
             ok = False
             continue
         for w in (w for w in record["workloads"] if w["split"] == "scored" and applies(target, w)):
@@ -119,7 +120,7 @@ def check(files: list[Path]) -> tuple[list[str], bool]:
             status = "met" if met else (
                 "MISSED" if target.figure == "error_reported" else f"MISSED by {1 - value / target.least:.1%}")
             rows.append(f"| {target.task} | {target.describe()} | {w['name']} ({expert_ms(w) * 1e3:.1f} us) | "
-                        f"{shown} | {status} | {source} |")
+                        f"{shown} | {status} | {gpu} | {source} |")
     return rows, ok
 
 
@@ -129,8 +130,8 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     args = parser.parse_args()
     rows, ok = check(args.files)
-    table = "\n".join(["| task | target | workload (expert) | measured | status | file |",
-                       "|---|---|---|---|---|---|", *rows, "", f"all targets met: {ok}", ""])
+    table = "\n".join(["| task | target | workload (expert) | measured | status | GPU | file |",
+                       "|---|---|---|---|---|---|---|", *rows, "", f"all targets met: {ok}", ""])
     print(table)
     if args.markdown:
         args.markdown.write_text(table)

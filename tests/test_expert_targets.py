@@ -44,6 +44,7 @@ def test_the_committed_muon_run_meets_all_but_the_batch(targets):
     batch = rows_for(rows, "muon_newton_schulz", "qwen3_30b_a3b_experts_128x768x2048")
     assert any("1.742x | MISSED by 12.9%" in r for r in batch)  # the 13% the notes give
     assert all("| met |" in r for r in rows_for(rows, "muon_newton_schulz", "llama3"))
+    assert all("| NVIDIA H200 |" in r for r in rows_for(rows, "muon_newton_schulz"))  # the GPU it ran on
     assert sum("error beside" in r and "| met |" in r for r in rows) == 4
     square = [r for r in rows if ">= 1.2 x" in r]  # only the square workload is held to 1.2x
     assert len(square) == 1 and "4096x4096" in square[0]
@@ -76,13 +77,15 @@ def test_strict_targets_and_graph_times(targets, tmp_path):
 
 
 def test_the_newest_file_of_a_task_is_judged_and_a_failed_run_misses(targets, tmp_path):
-    good = {"task": "moe_align_block_size", "verdict": "pass", "workloads": [workload("w", ms=0.01, versus=3.0)]}
+    good = {"task": "moe_align_block_size", "verdict": "pass", "workloads": [workload("w", ms=0.01, versus=3.0)],
+            "environment": {"gpu": "NVIDIA H100 80GB HBM3"}}
     bad = copy.deepcopy(good) | {"verdict": "incorrect"}
     old = bench_file(tmp_path, "old.json", "2026-12-04 10:00:00 UTC", [good])
     new = bench_file(tmp_path, "new.json", "2026-12-05 10:00:00 UTC", [bad])
     rows, _ = targets.check([new, old])
     assert rows_for(rows, "moe_align_block_size") == [
-        f"| moe_align_block_size | > 1 x the comparator (all workloads) | - | - | MISSED: verdict incorrect | {new} |"]
+        f"| moe_align_block_size | > 1 x the comparator (all workloads) | - | - | MISSED: verdict incorrect | "
+        f"NVIDIA H100 80GB HBM3 | {new} |"]  # the GPU named: issue 3's targets are the H200's
     rows, _ = targets.check([old])
     assert "| met |" in rows_for(rows, "moe_align_block_size")[0]
 
