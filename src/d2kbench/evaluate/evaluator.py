@@ -318,6 +318,23 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         return {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(workload.name, i),
                 "seed": derive_seed(self.secret, workload.name, i), "export": self.export_inputs}
 
+    def record_memory(self, workers: list[WorkerProcess]) -> None:
+        """Each live worker's GPU memory in GB (`Worker.memory`) into `result.environment["gpu_memory_gb"]`: what an
+        evaluation of this task needs of a card. The candidate's figures are its worker's own report (its code can
+        write that reply): a diagnosis, never a verdict."""
+        memory = {}
+        for worker in workers:
+            try:
+                reply = worker.request({"op": "memory"}, 5) if worker.alive else {}
+            except (RequestFailed, WorkerFault):
+                continue
+            for key in ("peak_reserved", "exported", "total"):
+                if isinstance(reply.get(key), int):
+                    name = "device_total" if key == "total" else f"{worker.role}_{key}"
+                    memory[name] = round(reply[key] / 2**30, 2)
+        if memory:
+            self.result.environment["gpu_memory_gb"] = memory
+
     def record_sandbox(self) -> None:
         """What confined the candidate's worker, as the sandbox reported it."""
         sandbox = self.cand.sandbox if self.cand else None
@@ -379,6 +396,8 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         """Stop both workers (both asked first, so they tear down side by side) and remove the spool and scratch
         folders."""
         workers = [w for w in (self.cand, self.trusted) if w is not None]
+        if self.gpu:
+            self.record_memory(workers)
         for worker in workers:
             self.record_requests(worker)
             worker.ask_exit()

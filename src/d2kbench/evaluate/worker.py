@@ -68,6 +68,7 @@ class Worker:
         self.stages_s: dict[str, float] = {}  # this request's seconds per stage (reported with the reply)
         self.exporting = False  # this request's results go to the parent device to device (`"export_results"`)
         self.parent_blocks: list[int] = []  # blocks exported to the parent for the last reply (it has cloned them)
+        self.exported_bytes = 0  # input sets exported to the candidate: blocks never freed (`ipc.export_copy`)
 
     @contextmanager
     def stage(self, name: str):
@@ -119,8 +120,10 @@ class Worker:
         if hasattr(self.reference_module, "derived"):
             derived = {k: float(v) for k, v in self.reference_module.derived(workload, inputs).items()}
         export = bool(req.get("export")) and self.device.type == "cuda"
-        return {"inputs": [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else
-                           self.pack(v) for v in inputs], "derived": derived}
+        descs = [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else self.pack(v)
+                 for v in inputs]
+        self.exported_bytes += sum(int(d.get("nbytes", 0)) for d in descs if ipc.is_exported(d))
+        return {"inputs": descs, "derived": derived}
 
     def ipc_probe(self, req: dict) -> dict:
         """An exported probe block and the sum of its bytes: the device-to-device route checked before use."""
@@ -280,6 +283,14 @@ class Worker:
             self._write_in_place(dst, first if src is None else self.slots[src])
         return {}
 
+    def memory(self, req: dict) -> dict:
+        """This worker's GPU memory: the caching allocator's peak over its life, the input blocks it exported
+        (outside the allocator, never freed) and the device's total; nothing on a CPU."""
+        if self.device.type != "cuda":
+            return {}
+        return {"peak_reserved": torch.cuda.max_memory_reserved(self.device), "exported": self.exported_bytes,
+                "total": torch.cuda.get_device_properties(self.device).total_memory}
+
     def drop(self, req: dict) -> dict:
         for slot in req["slots"]:
             self.slots.pop(int(slot), None)
@@ -350,6 +361,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "probe": worker.probe,
         "compile": worker.compile,
         "drop": worker.drop,
+        "memory": worker.memory,
         "rotate": worker.rotate,
     }
     channel.write_message(fd_out, {"ok": True, "ready": True, "pid": os.getpid()})
