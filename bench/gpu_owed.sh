@@ -104,7 +104,7 @@ for t in attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 260 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart --tasks "$t" \
     --json "$R/fresh_$t.json"
 done
-once sustained_muon 250 python3 bench/evaluator_stability.py --repeats 3 --prestart --sustained-ms 100 \
+once sustained_muon 300 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart --sustained-ms 100 \
   --tasks muon_newton_schulz --json "$R/sustained_muon.json"
 once fresh_quant_per_token_group_fp8 220 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart \
   --tasks quant_per_token_group_fp8 --json "$R/fresh_quant_per_token_group_fp8.json"
