@@ -95,8 +95,9 @@ SYM_GROUP = 8
 # 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
 # On the H200 3.8% faster on 4096x14336 and the batch, inside six rounds' 4-10% spread (bench/results/
-# 2026-12-05-h200-owed-22 call2); off until a longer sweep decides (bench/gpu_owed.sh `muon_tma_ws`). The same form
-# for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower there and is gone.
+# 2026-12-05-h200-owed-22 call2); on an H100 over ten rounds 0.5-2.7% faster everywhere, again inside the spread
+# (bench/results/2026-12-05-h100-owed-23 call1). Off. The same form for the symmetric products (square tiles,
+# descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
 MM_TMA_WS = False
 MM_TMA_STAGES = 3
 _CONFIG_LARGE = dict(
