@@ -1,29 +1,32 @@
-"""Does the Timer's L2 flush (a zero_ of a buffer larger than L2) charge the next timed call for writing back the
-dirty lines it leaves? Times the 128k sequence's expert, a read-only stream of its K and V, and a 512 MB copy after
-three flushes: none, the write (zero_, as the Timer does), and a read of the same buffer (which leaves clean lines).
+"""Does an L2 flush that writes (a zero_ of a buffer larger than L2) charge the next timed call for writing back the
+dirty lines it leaves? Times the 128k sequence's expert, a read-only stream of its K and V, and copies with the
+evaluator's Timer after three flushes of its buffer: none, a write (zero_, the Timer's flush until the twenty-third
+session) and the Timer's own flush, a read, which leaves clean lines.
 
     PYTHONPATH=src python3 bench/diag/flush_dirty.py
+
+(bench/results/2026-12-05-h100-owed-23 call3 was made by this script's first version, which timed with its own
+event loop and a 1 ms GPU sleep in front of each call instead of the Timer's 200 us head start.)
 """
-import statistics
 import sys
 
 import torch
 import triton
-from attn_one_wave import L128K, _stream_kernel, inputs_for, kv_bytes
+from attn_one_wave import L128K, _stream_kernel, inputs_for, kv_bytes, median_us
 
-from d2kbench.evaluate.timing import L2_FLUSH_BYTES
+from d2kbench.evaluate.timing import L2_FLUSH_BYTES, Timer
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
+
+REPS = 40
 
 
 def main() -> int:
     task = find_task("attn_decode_paged_gqa")
     ref = load_module(task.reference_path, "fd_ref")
     expert = load_module(task.expert_path, "fd_expert")
-    buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    sink = torch.empty((), dtype=torch.int32, device="cuda")
-    flushes = {"none": lambda: None, "write (zero_)": buf.zero_,
-               "read (amax)": lambda: torch.amax(buf, dim=0, out=sink)}
+    timer = Timer(torch.device("cuda"))
+    flushes = {"none": lambda: None, "write (zero_)": timer.flush_buffer.zero_, "read (the Timer's)": timer.flush}
     inputs = inputs_for(ref, L128K, False)
     q, k, v, table, seq_lens, _ = inputs
     out = torch.empty(4096, dtype=torch.float32, device="cuda")
@@ -41,20 +44,9 @@ def main() -> int:
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
           f"flush buffer {L2_FLUSH_BYTES >> 20} MB\n\n| call | flush | us | TB/s |\n|---|---|---|---|")
     for label, (fn, nbytes) in calls.items():
-        for _ in range(3):
-            fn()
         for name, flush in flushes.items():
-            times = []
-            for _ in range(40):
-                flush()
-                torch.cuda._sleep(2_000_000)
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                torch.cuda.synchronize()
-                times.append(a.elapsed_time(b) * 1e3)
-            us = statistics.median(times)
+            timer.flush = flush  # this timer's flush, for its batch
+            us = median_us(timer, fn, REPS)
             print(f"| {label} | {name} | {us:.1f} | {nbytes / us / 1e6:.2f} |", flush=True)
     return 0
 
