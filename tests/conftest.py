@@ -56,7 +56,8 @@ def stand_in_timing(ev, monkeypatch, timed_batch, rotate=lambda workload, slots:
     ev.cand = StandInCandidate()
     for w in ev.task.workloads:  # the sets the checks made, as placeholders
         ev.inputs[w.name] = {i: [f"set {i}"] for i in range(ev.task.correctness_sets + 1)}
-    monkeypatch.setattr(ev, "make_set", lambda workload, i, oracle=True: ev.inputs.setdefault(
+        ev.resident.add(w.name)
+    monkeypatch.setattr(ev, "make_set", lambda workload, i, oracle=True, lend=False: ev.inputs.setdefault(
         workload.name, {}).update({i: [f"set {i}"]}))
     monkeypatch.setattr(ev, "pack", lambda values, worker: list(values))
     monkeypatch.setattr(ev, "gpu_uncontended", lambda workload, wr: True)

@@ -45,5 +45,5 @@ def test_a_worker_reports_its_allocator_peak_and_what_it_exported(tmp_path, monk
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: 7 * GB)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device: types.SimpleNamespace(total_memory=80 * GB))
-    worker.exported_bytes = 3 * GB
+    worker.lending.held_bytes = 3 * GB
     assert worker.memory({}) == {"peak_reserved": 7 * GB, "exported": 3 * GB, "total": 80 * GB}

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from d2kbench.evaluate import channel, ipc, timing_guards, worker
+from d2kbench.evaluate.channel import ProtocolError
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
 from d2kbench.evaluate.result import WorkloadResult
-from d2kbench.evaluate.transfer import Exported
+from d2kbench.evaluate.transfer import Held
 from d2kbench.evaluate.workers import WorkerFault
 from tests.conftest import StandInCandidate
 
@@ -64,8 +65,14 @@ def test_the_parent_opens_no_handle_it_did_not_ask_for(evaluation):
     with pytest.raises(WorkerFault, match="an input's device handle"):
         evaluation.unpack([INPUT], evaluation.cand)
     assert evaluation.opened == []
-    # the trusted worker's exported inputs are still passed on as descriptions, never opened here
-    assert evaluation.unpack([INPUT], evaluation.trusted, inputs=True) == [Exported(INPUT)]
+    # the trusted worker's held inputs stay descriptions, and no worker's input handle is opened here
+    held = {k: v for k, v in INPUT.items() if k not in ("ipc", "nbytes")} | {"held": True}
+    assert evaluation.unpack([held], evaluation.trusted, inputs=True) == [Held(held)]
+    with pytest.raises(ProtocolError, match="trusted worker sent an input's device handle"):
+        evaluation.unpack([INPUT], evaluation.trusted, inputs=True)
+    with pytest.raises(WorkerFault, match="held input"):
+        evaluation.unpack([held], evaluation.cand)
+    assert evaluation.opened == []
 
 
 class ProbeWorker:

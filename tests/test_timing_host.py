@@ -3,12 +3,14 @@ events (`HostTimer`). What the GPU-only flow does with the input sets (the rotat
 written in place and left out of the warm-up, the baselines on the candidate's sets, the outputs revalidated) runs
 here, in CI."""
 
+import shutil
+
 import pytest
 import torch
 
 from d2kbench.evaluate import timing
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
-from d2kbench.evaluate.result import WorkloadResult
+from d2kbench.evaluate.result import InfraError, WorkloadResult
 from d2kbench.evaluate.timing import SPARE_OUTPUT_SETS, HostTimer, warmup_slots
 from tests.conftest import PLANTED
 
@@ -53,8 +55,9 @@ def test_the_timed_calls_find_their_outputs_blocks_ready(monkeypatch):
     assert made == []  # no warm-up, no output to go by
 
 
-def timed(toy_task, candidate, monkeypatch) -> Evaluation:
-    """`candidate` checked and timed on the toy's cpu workload n200, on the CPU; the GPU's probes stood in for.
+def timed(toy_task, candidate, monkeypatch, dropped: bool = False) -> Evaluation:
+    """`candidate` checked and timed on the toy's cpu workload n200, on the CPU; the GPU's probes stood in for (with
+    `dropped`, its sets dropped after the checks and made again for timing).
     Five rounds: the fresh-set verdict is a median over them, and over three the host clock's noise on a busy
     2-core machine once put the honest toy's first calls at 1.9x (the full suite, 2026-12-04)."""
     ev = Evaluation(toy_task, candidate, EvalOptions(device="cpu", rounds=5, batch_ms=40))
@@ -73,6 +76,8 @@ def timed(toy_task, candidate, monkeypatch) -> Evaluation:
         ev.prepare_workload(workload)
         ev.check_workload(workload, ev.wr)
         assert ev.result.verdict == "pass", ev.result.detail
+        if dropped:  # as the evaluation does between a workload's correctness and its timing
+            ev.drop(workload, keep_results=True)
         ev.time_workload(workload, ev.wr)
     finally:
         ev.close()
@@ -90,6 +95,32 @@ def test_the_expert_is_timed_with_the_fresh_set_and_passes(toy_task, monkeypatch
     assert sorted(ev.slot_set["n200"].values()) == [1, 2, sets]  # each put back after its round
     assert len(ev.wr.fresh_slowdown) == rounds
     assert ev.wr.fraction_of_expert is not None
+
+
+def test_sets_dropped_after_correctness_are_made_again_for_timing(toy_task, monkeypatch):
+    """One workload's sets on the card at a time: timing makes the correctness sets again from their seeds and puts
+    into each candidate slot the set it held; the oracle's outputs kept from the checks still match them."""
+    ev = timed(toy_task, toy_task.expert_path, monkeypatch, dropped=True)
+    assert ev.result.failures == [] and ev.wr.fraction_of_expert is not None
+    assert sorted(ev.slot_set["n200"].values()) == [1, 2, toy_task.correctness_sets]
+    assert {i for (name, i) in ev.fingerprints if name == "n200"} == set(ev.inputs["n200"])
+
+
+def test_a_task_whose_sets_are_not_a_function_of_the_seed_cannot_be_timed(toy_task, monkeypatch, tmp_path):
+    """Its sets made again for timing differ from those the oracle answered: an infra error naming the task's
+    make_inputs, not a verdict on the candidate."""
+    from d2kbench.suite import load_task
+
+    task_dir = tmp_path / "toy_axpy"
+    shutil.copytree(toy_task.path, task_dir)
+    reference = task_dir / "reference.py"
+    source = reference.read_text()
+    assert source.count("    return x, y, alpha\n") == 1
+    drift = "    MADE.append(1)\n    return x + len(MADE), y, alpha\n"  # each set made differs from the last
+    reference.write_text(source.replace("    return x, y, alpha\n", drift) + "\nMADE = []\n")
+    drifting = load_task(task_dir)
+    with pytest.raises(InfraError, match="make_inputs made a different input set 0 of workload n200"):
+        timed(drifting, drifting.expert_path, monkeypatch, dropped=True)
 
 
 def test_a_cache_keyed_by_the_inputs_contents_is_caught(toy_task, monkeypatch, tmp_path):

@@ -42,8 +42,8 @@ def one_cpu_thread():
 
 class CorrectnessPhase:
     """Checking the candidate on every correctness set of a workload (`Evaluation` mixes it in; it calls the
-    evaluation's `trusted_request`, `make_inputs_request`, `slot_id`, `check_candidate_reply`, `phase` and the
-    value transfer's `pack`, `unpack` and `export_flag`)."""
+    evaluation's `trusted_request`, `make_inputs_request`, `check_fingerprints`, `slot_id`, `check_candidate_reply`,
+    `phase` and the value transfer's `hand_over`, `unpack` and `export_flag`)."""
 
     # the evaluation's state it reads and sets (`Evaluation.__init__`)
     task: Task
@@ -57,6 +57,8 @@ class CorrectnessPhase:
     expected_strides: dict[str, list[list[int]]]
     derived: dict[str, dict[int, dict[str, float]]]
     slot_set: dict[str, dict[int, int]]
+    resident: set[str]
+    lends: dict[tuple[str, int], tuple[int, list[dict[str, Any] | None]]]
     result: EvalResult
 
     def prepare_workload(self, workload: Workload) -> None:
@@ -66,8 +68,9 @@ class CorrectnessPhase:
         name = workload.name
         self.inputs[name], self.expected[name] = {}, {}
         sets = range(self.task.correctness_sets + 1)  # the last set rewrites slot 0 in place
-        for i in sets:
-            self.make_set(workload, i, oracle=False)
+        for i in sets:  # lent at once: the oracle's thread has the trusted worker while the checked calls run
+            self.make_set(workload, i, oracle=False, lend=True)
+        self.resident.add(name)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=ORACLE_THREAD)
         self.oracles[name] = {i: pool.submit(self.set_oracle, workload, i) for i in sets}
         pool.shutdown(wait=False)  # its thread works through the sets, then ends
@@ -87,12 +90,16 @@ class CorrectnessPhase:
         for future in futures:
             future.result()
 
-    def make_set(self, workload: Workload, i: int, oracle: bool = True) -> None:
-        """Input set `i` made in the trusted worker (its slot), a copy kept, and (with `oracle`) the oracle's
-        outputs for it."""
+    def make_set(self, workload: Workload, i: int, oracle: bool = True, lend: bool = False) -> None:
+        """Input set `i` made in the trusted worker (its slot), the parent's copy or description kept (with `lend`,
+        lent to the candidate's worker at once), and (with `oracle`) the oracle's outputs for it. A set made
+        before must come out the same (`check_fingerprints`)."""
         name = workload.name
-        reply = self.trusted_request(self.make_inputs_request(workload, i))
-        self.inputs[name][i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
+        reply = self.trusted_request(self.make_inputs_request(workload, i, lend=lend))
+        self.check_fingerprints(name, i, reply)
+        self.inputs.setdefault(name, {})[i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
+        if "lend" in reply:
+            self.lends[(name, i)] = (int(reply["lend"]["id"]), reply["lend"]["inputs"])
         self.derived.setdefault(name, {})[i] = reply.get("derived", {})
         if oracle:
             self.set_oracle(workload, i)
@@ -140,8 +147,7 @@ class CorrectnessPhase:
         self.slot_set[name] = {}
         for i in range(sets):
             self.cand.request(
-                {"op": "put_inputs", "slot": self.slot_id(name, i),
-                 "inputs": self.pack(self.inputs[name][i], self.cand)},
+                {"op": "put_inputs", "slot": self.slot_id(name, i), "inputs": self.hand_over(name, i)},
                 self.options.call_timeout_s,
             )
             self.slot_set[name][i] = i
@@ -157,8 +163,7 @@ class CorrectnessPhase:
             raise InfraError(f"task {self.task.id}: make_inputs gives input shapes that depend on the seed "
                              f"(workload {name}); shapes must depend on the workload only")
         self.cand.request(
-            {"op": "put_inputs", "slot": self.slot_id(name, 0), "inputs": self.pack(self.inputs[name][sets], self.cand),
-             "in_place": True},
+            {"op": "put_inputs", "slot": self.slot_id(name, 0), "inputs": self.hand_over(name, sets), "in_place": True},
             self.options.call_timeout_s,
         )
         self.slot_set[name][0] = sets

@@ -32,7 +32,7 @@ from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, Infr
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.timing_guards import TimingGuards
 from d2kbench.evaluate.timing_phase import TimingPhase
-from d2kbench.evaluate.transfer import Exported, ValueTransfer, workload_dict
+from d2kbench.evaluate.transfer import Held, ValueTransfer, workload_dict
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task, Workload
 
@@ -197,6 +197,14 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
         self.slot_set: dict[str, dict[int, int]] = {}
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
+        # the workloads whose correctness sets the workers hold (`prepare_workload`; `release_sets` drops them
+        # until the workload's timing makes them again: one workload's sets on the card at a time)
+        self.resident: set[str] = set()
+        # each input set's tensors' fingerprints as first made: a set made again must match (`make_set`)
+        self.fingerprints: dict[tuple[str, int], list[int | None]] = {}
+        # input sets the trusted worker has lent the candidate's worker: (workload, set) -> (lend id, descriptions)
+        self.lends: dict[tuple[str, int], tuple[int, list[dict[str, Any] | None]]] = {}
+        self.returned_lends: list[int] = []  # lends over, to send back with the trusted worker's next lend or drop
         # the workload being timed: (request ms, reported times, warm-up calls) of each function's event-timed batches
         self.batch_walls: dict[str, list[tuple[float, list[float], int]]] = {}
 
@@ -297,16 +305,20 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
                 self.trusted.kill()
                 self.start_trusted()
                 self.restore_trusted_slots()
+                if "release" in message:  # lends of the worker that died
+                    message = {**message, "release": []}
         raise AssertionError("unreachable")
 
     def restore_trusted_slots(self) -> None:
-        """Give a replaced trusted worker the input sets back: exported ones made again from their seeds (the
-        blocks died with the old worker), the others from the parent's copies."""
+        """Give a replaced trusted worker the input sets back: held ones made again from their seeds (they and
+        their lends died with the old worker; `check_fingerprints`), the others from the parent's copies."""
+        self.forget_lends()
         for name, sets in self.inputs.items():
             for i, values in sets.items():
-                if any(isinstance(v, Exported) for v in values):
+                if any(isinstance(v, Held) for v in values):
                     reply = self.trusted.request(self.make_inputs_request(self.task.workload(name), i),
                                                  self.options.call_timeout_s)
+                    self.check_fingerprints(name, i, reply)
                     sets[i] = self.unpack(reply["inputs"], self.trusted, inputs=True)
                     continue
                 self.trusted.request(
@@ -314,9 +326,24 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
                     self.options.call_timeout_s,
                 )
 
-    def make_inputs_request(self, workload: Workload, i: int) -> dict[str, Any]:
-        return {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(workload.name, i),
-                "seed": derive_seed(self.secret, workload.name, i), "export": self.export_inputs}
+    def make_inputs_request(self, workload: Workload, i: int, lend: bool = False) -> dict[str, Any]:
+        """Make input set `i` of `workload` from its seed; on the GPU route its tensors stay in the trusted worker
+        (`Held`), lent at once with `lend`."""
+        message = {"op": "make_inputs", "workload": workload_dict(workload), "slot": self.slot_id(workload.name, i),
+                   "seed": derive_seed(self.secret, workload.name, i), "export": self.export_inputs}
+        if self.export_inputs:
+            message.update(lend=lend, release=self.take_returned_lends())
+        return message
+
+    def check_fingerprints(self, name: str, i: int, reply: dict[str, Any]) -> None:
+        """A set made again from its seed must be the set first made (the oracle's outputs and the candidate's
+        copies are of that one); the first making records it."""
+        made = reply.get("fingerprints")
+        first = self.fingerprints.setdefault((name, i), made)
+        if made != first:
+            raise InfraError(f"task {self.task.id}: make_inputs made a different input set {i} of workload {name} "
+                             "from the same seed; its sets must be a function of the seed, since the evaluation "
+                             "makes them again (for timing, and when its trusted worker is replaced)")
 
     def record_memory(self, workers: list[WorkerProcess]) -> None:
         """Each live worker's GPU memory in GB (`Worker.memory`) into `result.environment["gpu_memory_gb"]`: what an
@@ -462,6 +489,7 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
             wr.correct = len(self.result.failures) == before
             if self.options.fail_fast and not wr.correct:
                 break
+            self.drop(workload, keep_results=True)  # timing makes its sets again: one workload's on the card
         timed = self.gpu and self.options.time and self.result.verdict == "pass"
         for workload, wr in zip(workloads, self.result.workloads, strict=True):
             if timed and workload.split == "scored" and self.result.verdict == "pass":
@@ -471,14 +499,23 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         if self.cand is not None:
             self.result.log_tail = self.cand.log_tail()
 
-    def drop(self, workload: Workload) -> None:
+    def drop(self, workload: Workload, keep_results: bool = False) -> None:
+        """Both workers forget the workload's input sets and the trusted worker takes their lends back; with
+        `keep_results` the parent keeps what timing needs to make the sets again and check them (the oracle's
+        outputs, the roofline's quantities, which set each candidate slot held)."""
         fresh = self.task.correctness_sets + 2 * self.options.rounds + 1  # the timed rounds' fresh and replay sets
         slots = [self.slot_id(workload.name, i) for i in range(fresh)]
+        self.return_lends(workload.name)
         for worker in (self.trusted, self.cand):
             if worker is not None and worker.alive:
+                message = {"op": "drop", "slots": slots}
+                if worker is self.trusted:
+                    message["release"] = self.take_returned_lends()
                 try:
-                    worker.request({"op": "drop", "slots": slots}, 60)
+                    worker.request(message, 60)
                 except (RequestFailed, WorkerFault):
                     pass
-        self.inputs.pop(workload.name, None)
-        self.expected.pop(workload.name, None)
+        self.resident.discard(workload.name)
+        if not keep_results:
+            self.inputs.pop(workload.name, None)
+            self.expected.pop(workload.name, None)

@@ -20,7 +20,7 @@ import torch
 from d2kbench.evaluate import hardware
 from d2kbench.evaluate.result import EvalResult, Failure, Timing, WorkloadResult
 from d2kbench.evaluate.timing_guards import CONTENDED_SHARE, SETTLE_S, note_first_call, scored_on_graphs
-from d2kbench.evaluate.transfer import Exported
+from d2kbench.evaluate.transfer import Held
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task, Workload, roofline
 
@@ -105,7 +105,7 @@ class TimingPhase:
     """Timing every function of a workload and scoring the candidate (`Evaluation` mixes it in; it calls the
     evaluation's `trusted_request`, `candidate_fault`, `candidate_slots`, `slot_id`, `check_candidate_reply`,
     `malformed_reply`, the correctness phase's `make_set` and `compare`, the guards' checks and the value
-    transfer's `pack`, `unpack` and `export_flag`)."""
+    transfer's `hand_over`, `lend_sets`, `return_lends`, `unpack` and `export_flag`)."""
 
     # the evaluation's state it reads and sets (`Evaluation.__init__`)
     task: Task
@@ -115,12 +115,15 @@ class TimingPhase:
     inputs: dict[str, dict[int, list[Any]]]
     derived: dict[str, dict[int, dict[str, float]]]
     slot_set: dict[str, dict[int, int]]
+    resident: set[str]
     batch_walls: dict[str, list[tuple[float, list[float], int]]]
     result: EvalResult
 
     def time_workload(self, workload: Workload, wr: WorkloadResult) -> None:
         name = workload.name
         slots = self.candidate_slots(name)
+        if name not in self.resident and not self.make_sets_again(workload, slots):
+            return
         fns = [("reference", self.trusted), ("candidate", self.cand)]
         if self.options.expert:
             fns.append(("expert", self.trusted))
@@ -157,6 +160,21 @@ class TimingPhase:
         self.check_fresh_sets(workload, wr, run)
         self.score_workload(workload, wr)
 
+    def make_sets_again(self, workload: Workload, slots: list[int]) -> bool:
+        """The workload's correctness sets made again from their seeds (dropped after its correctness, so that the
+        workers hold one workload's sets at a time), and the candidate's slots given the sets they held (False on
+        a fault of the candidate's). The oracle's outputs for them are kept from the correctness phase."""
+        name = workload.name
+        held = set(self.slot_set[name].values())
+        for i in range(self.task.correctness_sets + 1):
+            self.make_set(workload, i, oracle=False, lend=i in held)
+        self.resident.add(name)
+        for k, index in self.slot_set[name].items():
+            if not self.ask_candidate(workload, {"op": "put_inputs", "slot": slots[k],
+                                                 "inputs": self.hand_over(name, index)}):
+                return False
+        return True
+
     def make_replay_sets(self, workload: Workload, run: TimingRun) -> dict[int, int]:
         """Round -> the input set of its graph batches (latency-bound workloads whose sets differ only in tensors),
         made here (the oracle's outputs for the checked round's): the candidate's worker writes it over the slot of
@@ -185,10 +203,14 @@ class TimingPhase:
                 return False
             k = secrets.randbelow(len(slots))
             fresh_in, replaced = slots[k], self.slot_set[name][k]
-            fresh_write = {"slot": fresh_in, "inputs": self.pack(self.inputs[name][fresh_index], self.cand)}
+            # the sets the candidate's worker may take this round, lent in one request (the last round's taken
+            # back): the fresh one, the replay one, the one put back after the round
+            self.return_lends(name)
+            self.lend_sets(name, [s for s in (fresh_index, replay_index, replaced) if s is not None])
+            fresh_write = {"slot": fresh_in, "inputs": self.hand_over(name, fresh_index)}
             self.slot_set[name][k] = fresh_index
             if replay_index is not None:
-                replay_write = {"slot": fresh_in, "inputs": self.pack(self.inputs[name][replay_index], self.cand)}
+                replay_write = {"slot": fresh_in, "inputs": self.hand_over(name, replay_index)}
         # The baselines time the input sets that the candidate holds: its slot 0 was rewritten with the last set
         # (the stale check), one slot holds this round's fresh set, and a workload whose sets differ in work (drawn
         # lengths) must not be timed on others. In the candidate's order, so that the fresh set takes the same
@@ -284,7 +306,7 @@ class TimingPhase:
         """Write input set `index` in place over the candidate's slot `k`; the set the slot held, or None on a
         fault."""
         if not self.ask_candidate(workload, {"op": "put_inputs", "slot": slots[k], "in_place": True,
-                                             "inputs": self.pack(self.inputs[workload.name][index], self.cand)}):
+                                             "inputs": self.hand_over(workload.name, index)}):
             return None
         replaced = self.slot_set[workload.name][k]
         self.slot_set[workload.name][k] = index
@@ -294,7 +316,7 @@ class TimingPhase:
         """Whether the graph recheck may move the input sets between the slots: only tensors change under a
         captured graph, so every other input must be the same in every set."""
         sets = list(self.inputs[workload.name].values())  # the last one too: it was written over slot 0
-        return all(isinstance(v, torch.Tensor | Exported) or all(s[k] == v for s in sets)
+        return all(isinstance(v, torch.Tensor | Held) or all(s[k] == v for s in sets)
                    for k, v in enumerate(sets[0]))
 
     def sets_moved_along(self, workload: Workload) -> None:

@@ -1,8 +1,12 @@
 """How values travel between the parent and the workers: files in a spool folder, or blocks on the GPU.
 
-The trusted worker's inputs stay descriptions (`Exported`) that the candidate's worker clones; results come
-back as files or, where this evaluation's probes passed (`check_device_inputs`, `check_device_outputs`), as GPU
-blocks cloned in the parent. A mixin of `evaluator.Evaluation`, whose state it reads.
+Input sets on the GPU route stay in the trusted worker (the parent holds `Held` descriptions); the trusted
+worker lends a set to the candidate's worker just before a request of the candidate's needs it (`hand_over`,
+`ipc.InputLending`), and the parent takes lends back once the requests that imported them are over
+(`return_lends`): the blocks a task's evaluation keeps are those of the sets in use, not of every set it ever
+made. Results come back as files or, where this evaluation's probes passed (`check_device_inputs`,
+`check_device_outputs`), as GPU blocks cloned in the parent. A mixin of `evaluator.Evaluation`, whose state it
+reads.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ if TYPE_CHECKING:  # the evaluation that mixes this in, and imports this module
 
 
 @dataclass(frozen=True)
-class Exported:
-    """An input the trusted worker exported on the GPU (`ipc.export_copy`): the parent holds its description
-    only, and hands it to the candidate's worker, which clones it."""
+class Held:
+    """An input tensor that stays in the trusted worker, on the GPU: the parent holds its description only; the
+    candidate's worker gets a lent copy (`ValueTransfer.hand_over`) and clones it."""
 
     desc: dict[str, Any]
 
@@ -42,12 +46,12 @@ def workload_dict(w: Workload) -> dict[str, Any]:
 
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
-    return tuple(value.shape) if isinstance(value, (torch.Tensor, Exported)) else None
+    return tuple(value.shape) if isinstance(value, (torch.Tensor, Held)) else None
 
 
 class ValueTransfer:
     """The parent side of moving inputs and results between workers (`Evaluation` mixes it in; it calls the
-    evaluation's `trusted_request`, `spawn`, `phase` and `malformed_reply`)."""
+    evaluation's `trusted_request`, `spawn`, `phase`, `slot_id` and `malformed_reply`)."""
 
     # the evaluation's state it reads and sets (`Evaluation.__init__`)
     options: EvalOptions
@@ -57,6 +61,9 @@ class ValueTransfer:
     export_inputs: bool
     export_outputs: bool
     input_files: dict[int, tuple[torch.Tensor, Path]]
+    inputs: dict[str, dict[int, list[Any]]]
+    lends: dict[tuple[str, int], tuple[int, list[dict[str, Any] | None]]]
+    returned_lends: list[int]
     result: EvalResult
 
     def check_device_inputs(self, cand: WorkerProcess) -> WorkerProcess:
@@ -114,11 +121,52 @@ class ValueTransfer:
 
     def pack(self, values: list[Any], worker: WorkerProcess) -> list[dict[str, Any]]:
         """Values for `worker`, in its own spool folder: the trusted worker's input files hard-linked (read-only)
-        where the worker is a candidate confined to a uid of its own, which cannot write them; else copied."""
+        where the worker is a candidate confined to a uid of its own, which cannot write them; else copied.
+        `Held` tensors cannot travel this way (`hand_over`)."""
+        if any(isinstance(v, Held) for v in values):
+            raise TypeError("a held input travels by hand_over, not pack")
         link = worker is self.cand and worker.sandbox is not None and worker.sandbox.status.get("uid") is not None
         with self.phase("parent.pack", into="requests_s"):
-            return [v.desc if isinstance(v, Exported) else (link and self.linked(v, worker))
-                    or channel.pack_value(v, worker.spool) for v in values]
+            return [(link and self.linked(v, worker)) or channel.pack_value(v, worker.spool) for v in values]
+
+    def hand_over(self, name: str, i: int) -> list[dict[str, Any]]:
+        """Input set `i` of workload `name` as the candidate's worker's next request takes it: held tensors by
+        the set's current lend (lent now, where it has none), the other values packed."""
+        values = self.inputs[name][i]
+        if not any(isinstance(v, Held) for v in values):
+            return self.pack(values, self.cand)
+        if (name, i) not in self.lends:
+            self.lend_sets(name, [i])
+        lent = self.lends[(name, i)][1]
+        return [lent[k] if isinstance(v, Held) else self.pack([v], self.cand)[0] for k, v in enumerate(values)]
+
+    def lend_sets(self, name: str, sets: list[int]) -> None:
+        """Have the trusted worker lend input sets `sets` of workload `name` (their held tensors copied into its
+        lending blocks), taking back the lends returned since its last request that could."""
+        sets = [i for i in sets if (name, i) not in self.lends and any(isinstance(v, Held) for v in
+                                                                       self.inputs[name][i])]
+        if not sets:
+            return
+        reply = self.trusted_request({"op": "lend", "slots": [self.slot_id(name, i) for i in sets],
+                                      "release": self.take_returned_lends()})
+        for i, lend in zip(sets, reply["lends"], strict=True):
+            self.lends[(name, i)] = (int(lend["id"]), lend["inputs"])
+
+    def return_lends(self, name: str) -> None:
+        """Every lend of workload `name`'s sets is over (the requests that imported them have ended): the trusted
+        worker takes them back with its next request that lends or drops (`take_returned_lends`)."""
+        for key in [k for k in self.lends if k[0] == name]:
+            self.returned_lends.append(self.lends.pop(key)[0])
+
+    def take_returned_lends(self) -> list[int]:
+        """The lend ids to send back with a request to the trusted worker (then forgotten here)."""
+        ids, self.returned_lends = self.returned_lends, []
+        return ids
+
+    def forget_lends(self) -> None:
+        """The trusted worker was replaced: its lends and blocks died with it."""
+        self.lends.clear()
+        self.returned_lends.clear()
 
     def linked(self, value: Any, worker: WorkerProcess) -> dict[str, Any] | None:
         """`value` as a link to the trusted worker's file in `worker`'s spool, if it is one of its inputs."""
@@ -136,7 +184,7 @@ class ValueTransfer:
         blocks = worker is self.cand and any(ipc.is_exported(d) for d in descs)
         with self.phase("parent.unpack", into="requests_s"), worker.paused() if blocks else nullcontext():
             try:
-                values = [self.unpack_exported(d, worker) if ipc.is_exported(d) else
+                values = [self.unpack_exported(d, worker) if ipc.is_exported(d) or d.get("held") else
                           channel.unpack_value(d, worker.spool, mapped=mapped, consume=not (mapped and inputs))
                           for d in descs]
             except Exception as exc:  # noqa: BLE001 - whatever a forged description makes reading raise
@@ -150,13 +198,16 @@ class ValueTransfer:
         return values
 
     def unpack_exported(self, desc: dict[str, Any], worker: WorkerProcess) -> Any:
-        """A value a worker exported on the GPU. The trusted worker's inputs stay descriptions (`Exported`, for the
-        candidate's worker to clone); results (`"result"`) are cloned here at once, and only where this evaluation
-        asked for them that way: the parent opens no handle of the candidate's worker otherwise."""
-        if not desc.get("result"):
+        """A value a worker keeps or exported on the GPU. The trusted worker's inputs stay descriptions (`Held`,
+        lent to the candidate's worker when it needs them); results (`"result"`) are cloned here at once, and only
+        where this evaluation asked for them that way: the parent opens no handle of the candidate's worker
+        otherwise."""
+        if desc.get("held"):
             if worker is self.trusted:
-                return Exported(desc)
-            raise channel.ProtocolError("the candidate's worker sent an input's device handle")
+                return Held(desc)
+            raise channel.ProtocolError("the candidate's worker sent a held input")
+        if not desc.get("result"):
+            raise channel.ProtocolError(f"the {worker.role} worker sent an input's device handle")
         if not self.export_outputs:
             raise channel.ProtocolError(f"the {worker.role} worker sent a device handle that was not asked for")
         return ipc.import_clone(desc, torch.device(self.device), check_size=worker is not self.trusted)

@@ -52,6 +52,34 @@ def oracle_input(value: Any, upcast: torch.dtype | None) -> Any:
     return value.clone()
 
 
+FINGERPRINT_CHUNK = 1 << 24  # elements per step: its int64 temporaries 128 MB each
+FINGERPRINT_PERIOD = 65521  # position weights cycle with this prime: products stay below 2**32
+
+
+def fingerprint(value: Any) -> int | None:
+    """A number that changes with a tensor's bytes and their order (None for other values): a set made again
+    from its seed must give the same. Not a hash against an adversary: the trusted worker's own sets, compared
+    to catch a `make_inputs` whose output is not a function of the seed."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    flat = value.detach().contiguous().reshape(-1).view(torch.uint8)
+    if flat.numel() % 2 == 0:
+        flat = flat.view(torch.int16)
+    weights = torch.arange(min(FINGERPRINT_CHUNK, max(flat.numel(), 1)), device=flat.device,
+                           dtype=torch.int64).remainder_(FINGERPRINT_PERIOD).add_(1)
+    sums = [(part.to(torch.int64) * weights[:part.numel()]).sum() for part in flat.split(FINGERPRINT_CHUNK)]
+    total = 0
+    for k, chunk_sum in enumerate(torch.stack(sums).tolist() if sums else []):  # one device sync
+        total = (total * 1_000_003 + chunk_sum + k) % (2**61 - 1)
+    return total
+
+
+def held_description(value: torch.Tensor) -> dict[str, Any]:
+    """A tensor that stays in the trusted worker (lent to the candidate's worker when it needs it): its
+    description, without bytes or handle."""
+    return {**{k: v for k, v in channel.describe_tensor(value, "").items() if k != "tensor"}, "held": True}
+
+
 class Worker:
     def __init__(self, role: str, spool: Path, device: str):
         self.role = role
@@ -68,7 +96,7 @@ class Worker:
         self.stages_s: dict[str, float] = {}  # this request's seconds per stage (reported with the reply)
         self.exporting = False  # this request's results go to the parent device to device (`"export_results"`)
         self.parent_blocks: list[int] = []  # blocks exported to the parent for the last reply (it has cloned them)
-        self.exported_bytes = 0  # input sets exported to the candidate: blocks never freed (`ipc.export_copy`)
+        self.lending = ipc.InputLending()  # the trusted worker's blocks for input sets lent to the candidate
 
     @contextmanager
     def stage(self, name: str):
@@ -119,11 +147,29 @@ class Worker:
         derived = {}
         if hasattr(self.reference_module, "derived"):
             derived = {k: float(v) for k, v in self.reference_module.derived(workload, inputs).items()}
+        # `export`: the GPU tensors stay here, described (`held_description`); `lend`: lent at once too
         export = bool(req.get("export")) and self.device.type == "cuda"
-        descs = [ipc.export_copy(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else self.pack(v)
+        descs = [held_description(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else self.pack(v)
                  for v in inputs]
-        self.exported_bytes += sum(int(d.get("nbytes", 0)) for d in descs if ipc.is_exported(d))
-        return {"inputs": descs, "derived": derived}
+        reply = {"inputs": descs, "derived": derived, "fingerprints": [fingerprint(v) for v in inputs]}
+        if export:
+            self.lending.release([int(i) for i in req.get("release", [])])
+            if req.get("lend"):
+                reply["lend"] = self.lend_slot(int(req["slot"]))
+        return reply
+
+    def lend(self, req: dict) -> dict:
+        """The input sets of `slots` lent to the candidate's worker (`ipc.InputLending`), once the lends in
+        `release` are taken back."""
+        self.lending.release([int(i) for i in req.get("release", [])])
+        return {"lends": [self.lend_slot(int(slot)) for slot in req["slots"]]}
+
+    def lend_slot(self, slot: int) -> dict[str, Any]:
+        """A slot's inputs lent as they were made: the written ones from their pristine copies (timed calls of
+        the reference and expert write the slot's own)."""
+        pristine = self.pristine.get(slot, {})
+        return self.lending.lend([pristine.get(i, v) if i in self.written else v
+                                  for i, v in enumerate(self.slots[slot])])
 
     def ipc_probe(self, req: dict) -> dict:
         """An exported probe block and the sum of its bytes: the device-to-device route checked before use."""
@@ -284,14 +330,17 @@ class Worker:
         return {}
 
     def memory(self, req: dict) -> dict:
-        """This worker's GPU memory: the caching allocator's peak over its life, the input blocks it exported
+        """This worker's GPU memory: the caching allocator's peak over its life, the blocks it lends input sets in
         (outside the allocator, never freed) and the device's total; nothing on a CPU."""
         if self.device.type != "cuda":
             return {}
-        return {"peak_reserved": torch.cuda.max_memory_reserved(self.device), "exported": self.exported_bytes,
+        return {"peak_reserved": torch.cuda.max_memory_reserved(self.device), "exported": self.lending.held_bytes,
                 "total": torch.cuda.get_device_properties(self.device).total_memory}
 
     def drop(self, req: dict) -> dict:
+        """Forget the input sets of `slots`; take back the lends in `release` (their blocks stay, for later
+        lends)."""
+        self.lending.release([int(i) for i in req.get("release", [])])
         for slot in req["slots"]:
             self.slots.pop(int(slot), None)
             self.pristine.pop(int(slot), None)
@@ -352,6 +401,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
     handlers = {
         "load": worker.load,
         "make_inputs": worker.make_inputs,
+        "lend": worker.lend,
         "put_inputs": worker.put_inputs,
         "ipc_probe": worker.ipc_probe,
         "ipc_check": worker.ipc_check,
