@@ -6,9 +6,8 @@
 # ONLY runs just the named steps (in this file's order), for a call that must put some steps first.
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# (attn_guided: the 128k sequence's tail; quant_small_grid: M=8 on the H200; muon_plan: the batch's 2x), whose
-# winners pick_knobs sets (below),
+# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweep
+# quant_small_grid (M=8 on the H200), whose winners pick_knobs sets (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -43,12 +42,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # applies them again (the same files give the same decisions). knobs.md says why, knobs.diff what changed; the
 # results' README records the tree as its commit plus that diff. Sweeps whose decisions are committed leave this
 # file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1; the twenty-third's, on an H100:
-# bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide).
+# bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide; the
+# twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_guided quant_small_grid muon_plan; do
+  for spec in quant_small_grid; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -58,19 +58,11 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# The 128k sequence's chunks sized by the tiles left (DYNAMIC_GUIDE): the one wave's tail, single tiles at the end.
-once attn_guided 120 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
-  --set DYNAMIC_GUIDE=None,1,2,4 --rounds 6 --json "$R/attn_guided.json"
 # quant's M=8 (0.93x the compiled comparator on the H200): its grid of 448 one-warp programs of one group each,
 # against fewer, larger programs (only M=8 is small enough to be shrunk) and more warps per tile. On the H100 the
 # shipped grid won (owed-23 call1) and was 1.26-1.30x the comparator; the H200 is where it loses.
 once quant_small_grid 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PROGRAMS_PER_SM=2,1,0.5,0.25 \
   --set ELEMS_PER_WARP=1024,256 --reps 200 --rounds 6 --json "$R/quant_small_grid.json"
-# muon's batch (128 x 768x2048, 1.74x where 2x is the target) under the plain plan: the composed plan does 0.67 of
-# its FLOPs, but in 768 x 768 products that are memory-bound; the plain plan's are larger and compute-bound. A
-# ratio of 0.62 takes the plain plan for the batch alone (4096x14336 and 8192x28672 compose at 0.61).
-once muon_plan 200 python3 bench/sweep.py muon_newton_schulz --workloads qwen3_30b_a3b_experts_128x768x2048 \
-  --set COMPOSE_MAX_WORK_RATIO=0.8,0.62 --reps 5 --rounds 10 --json "$R/muon_plan.json"
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \

@@ -47,3 +47,19 @@ def test_a_worker_reports_its_allocator_peak_and_what_it_exported(tmp_path, monk
                         lambda device: types.SimpleNamespace(total_memory=80 * GB))
     worker.lending.held_bytes = 3 * GB
     assert worker.memory({}) == {"peak_reserved": 7 * GB, "exported": 3 * GB, "total": 80 * GB}
+
+
+def test_a_comparator_batch_keeps_the_prepared_inputs_of_its_own_slots_only(tmp_path):
+    """A task's comparator_prepare may copy a whole set (attention gathers its KV): the slots of earlier rounds'
+    fresh sets must not each keep one."""
+    worker = Worker("trusted", tmp_path, "cpu")
+    prepared = []
+    worker.reference_module = types.SimpleNamespace(comparator_prepare=lambda x: prepared.append(x) or (x * 2,))
+    worker.functions["comparator"] = lambda x: x + 1
+    for slot in (1, 2, 3):
+        worker._store(slot, [torch.full((4,), float(slot))])
+    worker.time({"fn": "comparator", "slots": [1, 2], "reps": 3, "warmup": 1})
+    assert set(worker.prepared) == {1, 2}
+    worker.time({"fn": "comparator", "slots": [2, 3], "reps": 3, "warmup": 1})
+    assert set(worker.prepared) == {2, 3} and len(prepared) == 3  # slot 2's kept, slot 1's dropped
+    assert torch.equal(worker.prepared[3][0], torch.full((4,), 6.0))

@@ -257,6 +257,9 @@ class Worker:
         fn_name = req["fn"]
         fn = self.functions[fn_name]
         slots = [int(s) for s in req["slots"]]
+        if fn_name == "comparator":  # only this batch's slots keep their prepared inputs (earlier rounds' fresh
+            # slots would each keep a copy as large as a set: attention's gathered KV, 14 GB over six rounds)
+            self.prepared = {s: v for s, v in self.prepared.items() if s in slots}
         for slot in slots:
             self._inputs_for(fn_name, slot)  # prepares comparator inputs outside the timed region
 

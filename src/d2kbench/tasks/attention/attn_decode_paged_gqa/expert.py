@@ -90,12 +90,10 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # whole-wave rule (the reason that rule stays off).
 DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
-# Chunks sized by what is left (guided self-scheduling; None: off, every chunk DYNAMIC_CHUNK_TILES): a program's next
-# chunk is the pair's tiles not yet taken, as its last grab saw them, over DYNAMIC_GUIDE x the pair's programs, at
-# least one tile. Long chunks first (fewer chunk starts, each a pipeline refill), single tiles at the end, where
-# fixed four-tile chunks leave SMs idle while the last ones finish (ncu, owed-22: the wave's SMs active 94-95% of
-# its cycles). Off until the H200 times it.
-DYNAMIC_GUIDE = None
+# Chunks sized by the tiles left instead (guided self-scheduling: long chunks first, single tiles at the wave's end,
+# where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
+# programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
+# slower (bench/results/2026-12-05-owed-24 calls 1 and 9). Not kept.
 
 _SM_COUNT = {}
 
@@ -142,8 +140,7 @@ def _decode_split_kernel(
     DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
-    CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC without GUIDE)
-    GUIDE: tl.constexpr,                   # chunks sized by the tiles left (DYNAMIC_GUIDE; 0: fixed CHUNK)
+    CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -166,28 +163,14 @@ def _decode_split_kernel(
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
         counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
-        if GUIDE > 0:
-            # The counter counts tiles taken; each grab takes what is left over GUIDE x the pair's programs.
-            tiles = tl.cdiv(seq_len, TILE)
-            size = tl.maximum(tiles // (GUIDE * num_splits), 1)
-            first = tl.atomic_add(counter, size, sem="relaxed")
-            while first < tiles:
-                start = first * TILE
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, tl.minimum(start + size * TILE, seq_len), bt_row, k_base, v_base,
-                    qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
-                size = tl.maximum((tiles - first - size) // (GUIDE * num_splits), 1)
-                first = tl.atomic_add(counter, size, sem="relaxed")
-        else:
+        chunk = tl.atomic_add(counter, 1, sem="relaxed")
+        while chunk * CHUNK < seq_len:
+            start = chunk * CHUNK
+            m_i, l_i, acc = _attend_tiles(
+                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
+                qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
-            while chunk * CHUNK < seq_len:
-                start = chunk * CHUNK
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
-                    qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
-                chunk = tl.atomic_add(counter, 1, sem="relaxed")
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
         tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
@@ -448,7 +431,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        GUIDE=DYNAMIC_GUIDE or 0,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:

@@ -44,7 +44,9 @@ _NORM_EPS = tl.constexpr(1e-7)
 COMPOSED_SEGMENTS = (3, 2)
 PLAIN_SEGMENTS = (1,) * NS_STEPS
 # The composed plan is used when its work is at most this fraction of the plain plan's: near
-# the break-even point its chain of small dependent launches is not worth it.
+# the break-even point its chain of small dependent launches is not worth it. The batch (128 x 768x2048, composed
+# at 0.67) under the plain plan instead (0.62) was 27% slower on the H100: the composed plan's 768 x 768 products
+# are memory-bound, yet the plain plan's 1.5x the FLOPs cost more (bench/results/2026-12-05-owed-24 call1).
 COMPOSE_MAX_WORK_RATIO = 0.8
 
 # Launch configurations.  Production tiles are 128-row tiles (a wgmma M per warpgroup on sm_90);
