@@ -6,8 +6,9 @@
 # ONLY runs just the named steps (in this file's order), for a call that must put some steps first.
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweep
-# quant_small_grid (M=8 on the H200), whose winners pick_knobs sets (below),
+# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
+# quant_small_grid (M=8 on the H200) and quant_min_warps (M=8's one-group tiles), whose winners pick_knobs sets
+# (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -48,7 +49,7 @@ PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in quant_small_grid; do
+  for spec in quant_small_grid quant_min_warps; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -63,6 +64,12 @@ pick_knobs
 # shipped grid won (owed-23 call1) and was 1.26-1.30x the comparator; the H200 is where it loses.
 once quant_small_grid 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PROGRAMS_PER_SM=2,1,0.5,0.25 \
   --set ELEMS_PER_WARP=1024,256 --reps 200 --rounds 6 --json "$R/quant_small_grid.json"
+# quant's one-group tiles (M=8) with two or four warps instead of one (MIN_WARPS): Inductor's fastest config for the
+# same launch gives each group two warps (owed-24 call7); the row-major large workload beside it, whose tiles must not
+# change.
+once quant_min_warps 120 python3 bench/sweep.py quant_per_token_group_fp8 \
+  --workloads dsv3_m8_k7168_row,dsv3_m16384_k7168_row --set MIN_WARPS=1,2,4 --reps 200 --rounds 6 \
+  --json "$R/quant_min_warps.json"
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \

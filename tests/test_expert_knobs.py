@@ -26,6 +26,8 @@ KNOBS = [
     ("attn_decode_paged_gqa", "DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
      "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
+    # two warps for the one-group tiles of small problems (the cpu workloads' tiles are small too)
+    ("quant_per_token_group_fp8", "MIN_WARPS = 1", "MIN_WARPS = 2"),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import re
 import secrets
@@ -39,6 +40,9 @@ from d2kbench.suite import Task, Workload
 __all__ = ["EvalOptions", "Evaluation", "InfraError", "compile_report", "evaluate", "resolve_device"]
 
 COMPILE_ERRORS = ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources", "PTXASError")
+# Where the harness's own GPU memory (the trusted worker's, and the input sets it put in the candidate's worker) is
+# this share of the card or more, a candidate's out-of-memory is the card's fault, not the candidate's
+HARNESS_MEMORY_SHARE = 0.9
 
 
 @dataclass
@@ -103,6 +107,15 @@ def select_workloads(task: Task, options: EvalOptions, gpu: bool) -> list[Worklo
     if options.include_hidden and gpu:
         chosen += task.split("hidden")
     return chosen
+
+
+def tensor_bytes(value: Any) -> int:
+    """The bytes of a tensor or of a held one's description (0 for other values)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, Held):
+        return math.prod(value.shape) * torch.empty((), dtype=channel.to_dtype(str(value.desc["dtype"]))).element_size()
+    return 0
 
 
 def derive_seed(secret: int, workload: str, index: int) -> int:
@@ -362,6 +375,38 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         if memory:
             self.result.environment["gpu_memory_gb"] = memory
 
+    def harness_memory_share(self) -> str:
+        """What the harness itself holds of the card, from figures the candidate cannot write: the trusted worker's
+        own report (its allocator's reserved bytes and lending blocks) and the parent's count of the input sets it
+        put in the candidate's worker (`candidate_input_bytes`). Where that is `HARNESS_MEMORY_SHARE` of the card or
+        more, raises `InfraError` (reason `device_memory`): the card cannot hold this task's evaluation, whatever
+        the candidate does. Else the figures, for the candidate's verdict."""
+        try:
+            reply = self.trusted.request({"op": "memory"}, 5) if self.trusted and self.trusted.alive else {}
+        except (RequestFailed, WorkerFault):
+            reply = {}
+        total = reply.get("total")
+        if not isinstance(total, int) or total <= 0:
+            return "the harness's share of the card is unknown (the trusted worker did not say)"
+        trusted = int(reply.get("reserved", 0)) + int(reply.get("exported", 0))
+        placed = self.candidate_input_bytes()
+        figures = (f"the harness holds {(trusted + placed) / 2**30:.1f} of the card's {total / 2**30:.1f} GiB (the "
+                   f"trusted worker {trusted / 2**30:.1f}, the input sets in the candidate's worker with their "
+                   f"pristine copies {placed / 2**30:.1f})")
+        if trusted + placed >= HARNESS_MEMORY_SHARE * total:
+            raise InfraError(f"out of GPU memory in the candidate's worker, but {figures}: this card cannot hold "
+                             f"task {self.task.id}'s evaluation", reason="device_memory")
+        return figures
+
+    def candidate_input_bytes(self) -> int:
+        """The bytes of the input sets in the candidate's slots, each with its worker's pristine copy: the parent's
+        own count of what it put there."""
+        total = 0
+        for name in self.resident & set(self.slot_set):
+            for index in self.slot_set[name].values():
+                total += 2 * sum(tensor_bytes(v) for v in self.inputs.get(name, {}).get(index, []))
+        return total
+
     def record_sandbox(self) -> None:
         """What confined the candidate's worker, as the sandbox reported it."""
         sandbox = self.cand.sandbox if self.cand else None
@@ -370,8 +415,12 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
             self.result.environment["compile_cache_files"] = sandbox.cache_files
 
     def candidate_fault(self, exc: RequestFailed | WorkerFault, workload: Workload) -> Failure:
-        """Turn a candidate worker's failure into a verdict, replacing the worker if it died."""
-        if exc.stopped_by:
+        """Turn a candidate worker's failure into a verdict, replacing the worker if it died. Out of GPU memory
+        where the harness's own share fills the card is infra (`InfraError`, raised), not the candidate's."""
+        if exc.stopped_by == "out_of_memory" and self.gpu:
+            failure = Failure("crash", "out_of_memory", f"the candidate's worker ran out of GPU memory ({exc}); "
+                              f"{self.harness_memory_share()}", workload.name)
+        elif exc.stopped_by:
             verdict, what = SANDBOX_VERDICTS[exc.stopped_by]
             failure = Failure(verdict, exc.stopped_by, f"{what}: {exc}", workload.name)
         elif isinstance(exc, RequestFailed):

@@ -22,7 +22,7 @@ REASONS = {
         "nan", "mismatch", "shape", "dtype", "strides", "output_count", "check_failed", "timed_output_mismatch",
         "graph_replay_mismatch",
     ),
-    "infra": ("harness_error", "worker_start_failed", "worker_lost", "gpu_contended"),
+    "infra": ("harness_error", "worker_start_failed", "worker_lost", "gpu_contended", "device_memory"),
 }
 
 

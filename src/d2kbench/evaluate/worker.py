@@ -333,11 +333,12 @@ class Worker:
         return {}
 
     def memory(self, req: dict) -> dict:
-        """This worker's GPU memory: the caching allocator's peak over its life, the blocks it lends input sets in
-        (outside the allocator, never freed) and the device's total; nothing on a CPU."""
+        """This worker's GPU memory: the caching allocator's peak over its life and its reserve now, the blocks it
+        lends input sets in (outside the allocator, never freed) and the device's total; nothing on a CPU."""
         if self.device.type != "cuda":
             return {}
-        return {"peak_reserved": torch.cuda.max_memory_reserved(self.device), "exported": self.lending.held_bytes,
+        return {"peak_reserved": torch.cuda.max_memory_reserved(self.device),
+                "reserved": torch.cuda.memory_reserved(self.device), "exported": self.lending.held_bytes,
                 "total": torch.cuda.get_device_properties(self.device).total_memory}
 
     def drop(self, req: dict) -> dict:

@@ -42,6 +42,12 @@ MAX_COL_GROUPS = 2
 # Elements handled per warp before another warp is worth adding.
 ELEMS_PER_WARP = 1024
 MAX_WARPS = 4
+# The fewest warps a program gets. The small problems' one-group tiles (M=8: 448 programs of 128 elements) get one
+# warp, four elements a thread, each through an IEEE division; Inductor's fastest config for the same launch gives
+# each group two warps and ran 4.3-4.5 us to the expert's 4.5-4.7 (bench/results/2026-12-05-owed-24 call7). Two
+# would halve each thread's chain for a cross-warp max through shared memory; only tiles under 2 x ELEMS_PER_WARP
+# change (the large workloads' tiles take two warps already). Untimed: bench/gpu_owed.sh `quant_min_warps`.
+MIN_WARPS = 1
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
@@ -175,7 +181,7 @@ def run(x, group_size, column_major, ue8m0):
 
     block_m, block_g = _tile_shape(n_rows, groups_per_row, column_major, _target_programs(x.device))
     tile_elems = block_m * block_g * group_size
-    num_warps = max(1, min(MAX_WARPS, tile_elems // ELEMS_PER_WARP))
+    num_warps = max(MIN_WARPS, min(MAX_WARPS, tile_elems // ELEMS_PER_WARP))
     grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g),)
     _quant_group_fp8_kernel[grid](
         x,
