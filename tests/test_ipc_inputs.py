@@ -97,7 +97,8 @@ def test_a_replaced_trusted_worker_makes_held_sets_again_from_their_seeds(evalua
     evaluation.trusted.request = request
     evaluation.export_inputs = True
     evaluation.slot_bases["n200"] = 0
-    evaluation.inputs = {"n200": {0: [Held(HELD)], 1: [Held(HELD)]}}
+    evaluation.inputs = {"n200": {0: [Held(HELD)], 1: [Held(HELD)]}, "n64": {0: [Held(HELD)]}}
+    evaluation.resident = {"n200"}  # n64's sets were dropped after its correctness: its timing makes them again
     evaluation.fingerprints = {("n200", 0): [41]}  # set 1's first making is this one
     evaluation.lends = {("n200", 0): (5, [DESC])}
     evaluation.returned_lends = [4]
@@ -107,6 +108,7 @@ def test_a_replaced_trusted_worker_makes_held_sets_again_from_their_seeds(evalua
     assert [m["seed"] for m in sent] == [derive_seed(7, "n200", 0), derive_seed(7, "n200", 1)]
     assert all(m["release"] == [] and not m["lend"] for m in sent)
     assert evaluation.inputs["n200"] == {0: [Held(HELD)], 1: [Held(HELD)]} and not evaluation.lends
+    assert all(m["workload"]["name"] == "n200" for m in sent)
 
     evaluation.fingerprints[("n200", 1)] = [42]
     with pytest.raises(InfraError, match="make_inputs made a different input set 1 of workload n200"):

@@ -323,10 +323,13 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         raise AssertionError("unreachable")
 
     def restore_trusted_slots(self) -> None:
-        """Give a replaced trusted worker the input sets back: held ones made again from their seeds (they and
-        their lends died with the old worker; `check_fingerprints`), the others from the parent's copies."""
+        """Give a replaced trusted worker the input sets of the resident workloads back (the others' are made
+        again for their timing): held ones made again from their seeds (they and their lends died with the old
+        worker; `check_fingerprints`), the others from the parent's copies."""
         self.forget_lends()
         for name, sets in self.inputs.items():
+            if name not in self.resident:
+                continue
             for i, values in sets.items():
                 if any(isinstance(v, Held) for v in values):
                     reply = self.trusted.request(self.make_inputs_request(self.task.workload(name), i),
