@@ -210,8 +210,8 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         # the input set each candidate slot holds (slot 0 is rewritten in place with another set)
         self.slot_set: dict[str, dict[int, int]] = {}
         self.slot_bases: dict[str, int] = {}  # the first worker slot of each workload's input sets
-        # the workloads whose correctness sets the workers hold (`prepare_workload`; `release_sets` drops them
-        # until the workload's timing makes them again: one workload's sets on the card at a time)
+        # the workloads whose sets the workers hold (`prepare_workload`; `drop(..., keep_results=True)` drops them
+        # after the workload's correctness, until its timing makes them again: one workload's sets on the card)
         self.resident: set[str] = set()
         # each input set's tensors' fingerprints as first made: a set made again must match (`make_set`)
         self.fingerprints: dict[tuple[str, int], list[int | None]] = {}

@@ -80,6 +80,7 @@ def export_into(value: torch.Tensor, pointer: int) -> dict[str, Any]:
 
 
 def empty_export(value: torch.Tensor) -> dict[str, Any]:
+    """The description of an exported tensor of no bytes (no block, no handle)."""
     return {**{k: v for k, v in describe_tensor(value, "").items() if k != "tensor"}, "ipc": "", "nbytes": 0}
 
 
