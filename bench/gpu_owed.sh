@@ -59,6 +59,10 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
+# attention's 128k sequence (81.4% of the copy rate on the H200, owed-24 call8): does a program that reads two or
+# four adjacent KV heads (512 B or 1 KB runs a token instead of 256 B) stream faster? The sum-only kernel answers
+# before the split kernel is changed (docs/perf/attention.md has the prediction).
+once attn_stream_heads 90 python3 bench/diag/attn_one_wave.py --parts stream --json "$R/attn_stream_heads.json"
 # quant's M=8 (0.93x the compiled comparator on the H200): its grid of 448 one-warp programs of one group each,
 # against fewer, larger programs (only M=8 is small enough to be shrunk) and more warps per tile. On the H100 the
 # shipped grid won (owed-23 call1) and was 1.26-1.30x the comparator; the H200 is where it loses.

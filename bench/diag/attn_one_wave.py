@@ -1,6 +1,6 @@
 """Why the 128k sequence's one wave streams K and V at 3.3 TB/s where llama3_70b's split kernel reaches 4.3 (issue 3).
 
-    PYTHONPATH=src python3 bench/diag/attn_one_wave.py [--reps 50] [--json OUT]
+    PYTHONPATH=src python3 bench/diag/attn_one_wave.py [--reps 50] [--parts shapes,knobs,stream] [--json OUT]
 
 Three questions, each answered by times of the evaluator's Timer (CUDA events, L2 flushed, median of --reps calls):
   shapes   the shipped expert on shapes of the 128k sequence's bytes that each differ from it in one thing (more KV
@@ -9,7 +9,9 @@ Three questions, each answered by times of the evaluator's Timer (CUDA events, L
            dynamic wave re-sized to the occupancy each setting compiles to: warps, tiles per chunk, stages, tile size.
   stream   the 128k sequence's K and V read through the same block table by a kernel that only sums them (no
            softmax, no dots, many programs per SM): the access pattern's own rate, against the same kernel on the
-           pages in order, and torch's copy of the cache.
+           pages in order, and torch's copy of the cache; and with 2 or 4 adjacent KV heads a program (a token's
+           heads are contiguous: 512 B or 1 KB runs instead of 256 B ones, the same bytes a program): would the
+           split kernel stream faster with more than one KV head a program?
 Every expert line is checked against the task's reference (the largest difference, scaled by the reference's rms).
 """
 
@@ -57,20 +59,21 @@ KNOBS = {  # label: module attributes set for the 128k sequence
 
 @triton.jit
 def _stream_kernel(k_ptr, v_ptr, bt_ptr, out_ptr, tokens_per_prog, stride_page, stride_tok,
-                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr):
-    """Sum one KV head's K and V over a slice of one sequence's tokens through its block table (the expert's
-    loads, nothing else)."""
-    head = tl.program_id(0)
+                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, HEADS: tl.constexpr):
+    """Sum HEADS adjacent KV heads' K and V over a slice of one sequence's tokens through its block table (the
+    expert's loads, nothing else; its split kernel reads one head, HEADS = 1). A token's heads are contiguous, so
+    a program reads runs of HEADS x HEAD_DIM elements."""
+    head0 = tl.program_id(0) * HEADS
     start = tl.program_id(1) * tokens_per_prog
-    offs_d = tl.arange(0, HEAD_DIM)
-    acc = tl.zeros([TILE, HEAD_DIM], dtype=tl.float32)
+    offs_d = tl.arange(0, HEADS * HEAD_DIM)
+    acc = tl.zeros([TILE, HEADS * HEAD_DIM], dtype=tl.float32)
     for tok0 in range(start, start + tokens_per_prog, TILE):
         offs_n = tok0 + tl.arange(0, TILE)
         page = tl.load(bt_ptr + offs_n // PAGE).to(tl.int64)
-        off = page * stride_page + (offs_n % PAGE) * stride_tok + head * HEAD_DIM
+        off = page * stride_page + (offs_n % PAGE) * stride_tok + head0 * HEAD_DIM
         acc += tl.load(k_ptr + off[:, None] + offs_d[None, :]).to(tl.float32)
         acc += tl.load(v_ptr + off[:, None] + offs_d[None, :]).to(tl.float32)
-    tl.store(out_ptr + tl.program_id(1) * tl.num_programs(0) + head, tl.sum(acc))
+    tl.store(out_ptr + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0), tl.sum(acc))
 
 
 def inputs_for(ref, shape: dict, in_order: bool, seed: int = 7, device: str = "cuda") -> list:
@@ -112,11 +115,35 @@ def split_occupancy(expert) -> int:
     return programs_per_sm(kernel.n_regs, kernel.metadata.num_warps, kernel.metadata.shared)[0]
 
 
+def stream_rates(inputs, ordered, timer: Timer, reps: int, report) -> None:
+    """The `stream` part: the sum-only kernel over the 128k sequence's pages, shuffled and in order, one KV head a
+    program and (shuffled) two or four; each program the same bytes (a fixed number of head-tokens)."""
+    _, k_cache, v_cache, table, seq_lens, _ = inputs
+    out = torch.empty(4096, dtype=torch.float32, device="cuda")
+    cases = [(1, "shuffled", table), (1, "in order", ordered), (2, "shuffled", table), (4, "shuffled", table)]
+    for head_tokens in (256, 1024):
+        for heads, order, bt in cases:
+            tokens = head_tokens // heads
+            grid = (k_cache.shape[2] // heads, int(seq_lens[0]) // tokens)
+            stream = lambda bt=bt, grid=grid, tokens=tokens, heads=heads: _stream_kernel[grid](  # noqa: E731
+                k_cache, v_cache, bt, out, tokens, k_cache.stride(0), k_cache.stride(1),
+                HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=64 // heads, HEADS=heads, num_warps=8,
+                num_stages=1)
+            report("stream", f"sum only, pages {order}, {heads} head(s) x {tokens} tokens a program "
+                   f"({grid[0] * grid[1]} programs)", median_us(timer, stream, reps), kv_bytes(inputs))
+    whole = k_cache.numel() * k_cache.element_size()
+    k_copy = torch.empty_like(k_cache)
+    report("stream", "torch copy of the K pool (read + write)",
+           median_us(timer, lambda: k_copy.copy_(k_cache), reps), 2 * whole)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--parts", default="shapes,knobs,stream", help="which questions, comma-separated")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     task = find_task(TASK)
     ref = load_module(task.reference_path, "diag_attn_ref")
     expert = load_module(task.expert_path, "diag_attn_expert")
@@ -135,7 +162,7 @@ def main() -> int:
         print(f"| {part} | {label} | {us:.1f} us | {rate / 1e12:.2f} TB/s | {rate / copy_rate:.1%}{more}", flush=True)
 
     print("| part | case | time | K+V rate | of copy | more |\n|---|---|---|---|---|---|")
-    for label, (shape, in_order) in SHAPES.items():
+    for label, (shape, in_order) in SHAPES.items() if "shapes" in parts else ():
         inputs = inputs_for(ref, shape, in_order)
         error = scaled_error(expert.run(*inputs), ref.reference(*inputs))
         report("shapes", label, median_us(timer, lambda inputs=inputs: expert.run(*inputs), args.reps),
@@ -144,8 +171,8 @@ def main() -> int:
         torch.cuda.empty_cache()
 
     inputs = inputs_for(ref, L128K, False)
-    want = ref.reference(*inputs)
-    for label, knobs in KNOBS.items():
+    want = ref.reference(*inputs) if "knobs" in parts else None
+    for label, knobs in KNOBS.items() if "knobs" in parts else ():
         for name, value in shipped.items():
             setattr(expert, name, value)
         for name, value in knobs.items():
@@ -162,21 +189,8 @@ def main() -> int:
             continue
         report("knobs", label, us, kv_bytes(inputs), programs_per_sm=per_sm, error=error)
 
-    q, k_cache, v_cache, table, seq_lens, _ = inputs
-    ordered = inputs_for(ref, L128K, True)[3]
-    out = torch.empty(4096, dtype=torch.float32, device="cuda")
-    for tokens in (256, 1024):
-        for order, bt in (("shuffled", table), ("in order", ordered)):
-            grid = (k_cache.shape[2], int(seq_lens[0]) // tokens)
-            stream = lambda bt=bt, grid=grid, tokens=tokens: _stream_kernel[grid](  # noqa: E731
-                k_cache, v_cache, bt, out, tokens, k_cache.stride(0), k_cache.stride(1),
-                HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=64, num_warps=8, num_stages=1)
-            report("stream", f"sum only, pages {order}, {tokens} tokens a program ({grid[0] * grid[1]} programs)",
-                   median_us(timer, stream, args.reps), kv_bytes(inputs))
-    whole = k_cache.numel() * k_cache.element_size()
-    k_copy = torch.empty_like(k_cache)
-    report("stream", "torch copy of the K pool (read + write)",
-           median_us(timer, lambda: k_copy.copy_(k_cache), args.reps), 2 * whole)
+    if "stream" in parts:
+        stream_rates(inputs, inputs_for(ref, L128K, True)[3], timer, args.reps, report)
     if args.json:
         args.json.write_text(json.dumps(dict(copy_rate=copy_rate, gpu=torch.cuda.get_device_name(),
                                              torch=torch.__version__, triton=triton.__version__,
