@@ -221,7 +221,8 @@ def test_a_trusted_worker_lends_written_inputs_as_they_were_made(tmp_path, monke
     reply = w.lend({"slots": [5], "release": []})
     assert [d is None for d in reply["lends"][0]["inputs"]] == [False, False, True]
     assert torch.equal(copied[0][1], torch.full((4,), 7.0)) and torch.equal(copied[1][1], torch.arange(4.0))
-    w.drop({"slots": [5], "release": [reply["lends"][0]["id"]]})
+    w.take_back({"op": "drop", "slots": [5], "release": [reply["lends"][0]["id"]]})  # as the serve loop does
+    w.drop({"slots": [5]})
     assert lending.lent == {} and len(lending.free) == 2 and 5 not in w.slots
 
 

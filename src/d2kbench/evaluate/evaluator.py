@@ -114,7 +114,7 @@ def tensor_bytes(value: Any) -> int:
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, Held):
-        return math.prod(value.shape) * torch.empty((), dtype=channel.to_dtype(str(value.desc["dtype"]))).element_size()
+        return math.prod(value.shape) * channel.to_dtype(str(value.desc["dtype"])).itemsize
     return 0
 
 

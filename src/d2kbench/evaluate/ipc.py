@@ -66,11 +66,16 @@ def allocate(nbytes: int) -> int:
     return pointer.value
 
 
+def bare_description(value: torch.Tensor) -> dict[str, Any]:
+    """A tensor's description (dtype, shape, strides) with no file: what travels where its bytes do not."""
+    return {k: v for k, v in describe_tensor(value, "").items() if k != "tensor"}
+
+
 def export_into(value: torch.Tensor, pointer: int) -> dict[str, Any]:
     """`value` (a CUDA tensor) copied into the block at `pointer` (at least its size): its description with the
     block's handle."""
     flat = value.detach().contiguous().reshape(-1).view(torch.uint8)
-    desc = {k: v for k, v in describe_tensor(value, "").items() if k != "tensor"}
+    desc = bare_description(value)
     torch.as_tensor(RawPointer(pointer, flat.numel()), device=value.device).copy_(flat)
     torch.cuda.synchronize(value.device)  # the importer reads it from another process, on its own streams
     handle = IpcHandle()
@@ -81,7 +86,7 @@ def export_into(value: torch.Tensor, pointer: int) -> dict[str, Any]:
 
 def empty_export(value: torch.Tensor) -> dict[str, Any]:
     """The description of an exported tensor of no bytes (no block, no handle)."""
-    return {**{k: v for k, v in describe_tensor(value, "").items() if k != "tensor"}, "ipc": "", "nbytes": 0}
+    return {**bare_description(value), "ipc": "", "nbytes": 0}
 
 
 def export_copy(value: torch.Tensor, owned: list[int] | None = None) -> dict[str, Any]:

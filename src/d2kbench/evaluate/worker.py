@@ -77,7 +77,7 @@ def fingerprint(value: Any) -> int | None:
 def held_description(value: torch.Tensor) -> dict[str, Any]:
     """A tensor that stays in the trusted worker (lent to the candidate's worker when it needs it): its
     description, without bytes or handle."""
-    return {**{k: v for k, v in channel.describe_tensor(value, "").items() if k != "tensor"}, "held": True}
+    return {**ipc.bare_description(value), "held": True}
 
 
 class Worker:
@@ -152,17 +152,18 @@ class Worker:
         descs = [held_description(v) if export and isinstance(v, torch.Tensor) and v.is_cuda else self.pack(v)
                  for v in inputs]
         reply = {"inputs": descs, "derived": derived, "fingerprints": [fingerprint(v) for v in inputs]}
-        if export:
-            self.lending.release([int(i) for i in req.get("release", [])])
-            if req.get("lend"):
-                reply["lend"] = self.lend_slot(int(req["slot"]))
+        if export and req.get("lend"):
+            reply["lend"] = self.lend_slot(int(req["slot"]))
         return reply
 
     def lend(self, req: dict) -> dict:
-        """The input sets of `slots` lent to the candidate's worker (`ipc.InputLending`), once the lends in
-        `release` are taken back."""
-        self.lending.release([int(i) for i in req.get("release", [])])
+        """The input sets of `slots` lent to the candidate's worker (`ipc.InputLending`)."""
         return {"lends": [self.lend_slot(int(slot)) for slot in req["slots"]]}
+
+    def take_back(self, req: dict) -> None:
+        """The lends a request's `release` names, over (the serve loop, before any request's own work): their
+        blocks take later lends."""
+        self.lending.release([int(i) for i in req.get("release", [])])
 
     def lend_slot(self, slot: int) -> dict[str, Any]:
         """A slot's inputs lent as they were made: the written ones from their pristine copies (timed calls of
@@ -342,9 +343,7 @@ class Worker:
                 "total": torch.cuda.get_device_properties(self.device).total_memory}
 
     def drop(self, req: dict) -> dict:
-        """Forget the input sets of `slots`; take back the lends in `release` (their blocks stay, for later
-        lends)."""
-        self.lending.release([int(i) for i in req.get("release", [])])
+        """Forget the input sets of `slots`."""
         for slot in req["slots"]:
             self.slots.pop(int(slot), None)
             self.pristine.pop(int(slot), None)
@@ -435,6 +434,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
             if op not in handlers:
                 raise ValueError(f"unknown request {op!r}")
             ipc.free_blocks(worker.parent_blocks)  # the parent cloned them before it sent this request
+            worker.take_back(req)
             worker.stages_s, worker.exporting = {}, bool(req.get("export_results"))
             worker.launches.compile_s = 0.0
             reply = handlers[op](req)
