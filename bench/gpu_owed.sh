@@ -7,8 +7,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# quant_small_grid (M=8 on the H200) and quant_min_warps (M=8's one-group tiles), whose winners pick_knobs sets
-# (below),
+# attn_heads (two KV heads a program) and quant_reciprocal (the codes' quotients through a reciprocal), whose winners
+# pick_knobs sets (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -44,12 +44,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # results' README records the tree as its commit plus that diff. Sweeps whose decisions are committed leave this
 # file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1; the twenty-third's, on an H100:
 # bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide; the
-# twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24).
+# twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24; the
+# twenty-fifth's: quant_small_grid and quant_min_warps on the H200, bench/results/2026-12-05-owed-25 call1).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in quant_small_grid quant_min_warps; do
+  for spec in attn_heads quant_reciprocal; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -59,21 +60,15 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# attention's 128k sequence (81.4% of the copy rate on the H200, owed-24 call8): does a program that reads two or
-# four adjacent KV heads (512 B or 1 KB runs a token instead of 256 B) stream faster? The sum-only kernel answers
-# before the split kernel is changed (docs/perf/attention.md has the prediction).
-once attn_stream_heads 90 python3 bench/diag/attn_one_wave.py --parts stream --json "$R/attn_stream_heads.json"
-# quant's M=8 (0.93x the compiled comparator on the H200): its grid of 448 one-warp programs of one group each,
-# against fewer, larger programs (only M=8 is small enough to be shrunk) and more warps per tile. On the H100 the
-# shipped grid won (owed-23 call1) and was 1.26-1.30x the comparator; the H200 is where it loses.
-once quant_small_grid 150 python3 bench/sweep.py quant_per_token_group_fp8 --set PROGRAMS_PER_SM=2,1,0.5,0.25 \
-  --set ELEMS_PER_WARP=1024,256 --reps 200 --rounds 6 --json "$R/quant_small_grid.json"
-# quant's one-group tiles (M=8) with two or four warps instead of one (MIN_WARPS): Inductor's fastest config for the
-# same launch gives each group two warps (owed-24 call7); the row-major large workload beside it, whose tiles must not
-# change.
-once quant_min_warps 120 python3 bench/sweep.py quant_per_token_group_fp8 \
-  --workloads dsv3_m8_k7168_row,dsv3_m16384_k7168_row --set MIN_WARPS=1,2,4 --reps 200 --rounds 6 \
-  --json "$R/quant_min_warps.json"
+# attention's split kernel with two adjacent KV heads a program (one 512-byte run a token; the sum-only stream went
+# from 85% to 97% of the copy rate on the 128k sequence, owed-25 call1), at four and eight warps: every scored
+# workload, since the doubled dots and the two programs per SM touch them all.
+once attn_heads 200 python3 bench/sweep.py attn_decode_paged_gqa --set KV_HEADS_PER_PROGRAM=1,2 \
+  --set SPLIT_NUM_WARPS=4,8 --rounds 6 --json "$R/attn_heads.json"
+# quant's codes through each group's reciprocal and two FMAs of correction instead of a division per element (M=8
+# against the comparator's approximate division; the large workloads must not lose).
+once quant_reciprocal 150 python3 bench/sweep.py quant_per_token_group_fp8 --set RECIPROCAL_QUOTIENT=False,True \
+  --reps 200 --rounds 6 --json "$R/quant_reciprocal.json"
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \
@@ -84,11 +79,9 @@ once attn_sweep 90 python3 bench/sweep.py attn_decode_paged_gqa --rounds 6 --jso
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
 # quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
-# quant's M=8, 0.93x the compiled comparator in six processes (owed-22 call2): what each one's kernels do.
+# quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the one-warp expert's).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m8_k7168_row
-once ncu_quant_m8_compiled 90 $NCU python3 bench/ncu_target.py quant_per_token_group_fp8 dsv3_m8_k7168_row \
-  --comparator
 # quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%
 # from process to process (docs/perf/evaluator.md): one process per step, six of them, so the note can give the
 # ratio's median and range over processes instead of one suite bench's draw.

@@ -42,12 +42,18 @@ MAX_COL_GROUPS = 2
 # Elements handled per warp before another warp is worth adding.
 ELEMS_PER_WARP = 1024
 MAX_WARPS = 4
-# The fewest warps a program gets. The small problems' one-group tiles (M=8: 448 programs of 128 elements) get one
-# warp, four elements a thread, each through an IEEE division; Inductor's fastest config for the same launch gives
-# each group two warps and ran 4.3-4.5 us to the expert's 4.5-4.7 (bench/results/2026-12-05-owed-24 call7). Two
-# would halve each thread's chain for a cross-warp max through shared memory; only tiles under 2 x ELEMS_PER_WARP
-# change (the large workloads' tiles take two warps already). Untimed: bench/gpu_owed.sh `quant_min_warps`.
-MIN_WARPS = 1
+# The fewest warps a program gets. The small problems' one-group tiles (M=8: 448 programs of 128 elements) take two
+# warps, as Inductor's fastest config for the same launch does (bench/results/2026-12-05-owed-24 call7), halving each
+# thread's chain for a cross-warp max through shared memory: on the H200 M=8 went 4.8 -> 4.6 us (four warps: the
+# same), the large row-major workload unchanged (its tiles take two warps already; bench/results/2026-12-05-owed-25
+# call1, quant_min_warps, set by bench/pick_knobs.py).
+MIN_WARPS = 2
+# How the codes' quotients x / scale are computed, both correctly rounded: False, an IEEE division (div.rn) per element;
+# True, a division per group for the reciprocal and two FMAs of correction per element (in _quantize_tile). Inductor's
+# comparator divides approximately (div.full) and runs M=8 in 25% fewer instructions than the expert with div.rn
+# (ncu: 92k against 115k, bench/results/2026-12-05-owed-25 call1, ncu_quant_m8*). Untimed: bench/gpu_owed.sh
+# `quant_reciprocal`.
+RECIPROCAL_QUOTIENT = False
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
@@ -75,7 +81,7 @@ def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
 
 @triton.jit
 def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE: tl.constexpr):
+                   POW2_SCALE: tl.constexpr, RECIPROCAL: tl.constexpr):
     """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
     FP8_MAX: tl.constexpr = 448.0
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
@@ -87,9 +93,18 @@ def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, 
         scale_bits = scale.to(tl.int32, bitcast=True)
         scale = ((scale_bits + 0x7FFFFF) & 0x7F800000).to(tl.float32, bitcast=True)
 
-    # True division (IEEE, round to nearest), not a multiplication by 1/scale: the codes
-    # are the correctly rounded ones (the oracle's) bit for bit.
-    y = tl.math.div_rn(x, scale[:, :, None])
+    # The correctly rounded quotient x / scale: the oracle's codes bit for bit.
+    if RECIPROCAL:
+        # Without an IEEE division per element: one per group for the reciprocal, then x * (1/scale), whose error
+        # the residual x - y0 * scale (exact in an FMA) corrects: with the reciprocal and y0 each correctly rounded,
+        # y0 + residual / scale is the correctly rounded quotient (Markstein's theorem). A power-of-two scale's
+        # reciprocal is exact, and so is y0.
+        inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)[:, :, None]
+        y = x * inv
+        if not POW2_SCALE:
+            y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)
+    else:
+        y = tl.math.div_rn(x, scale[:, :, None])
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=groups_ok[:, :, None])
 
@@ -113,6 +128,7 @@ def _quant_group_fp8_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
+    RECIPROCAL: tl.constexpr,  # codes through the group's reciprocal and a correction (RECIPROCAL_QUOTIENT)
 ):
     groups_per_row = n_cols // GROUP_SIZE
     # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
@@ -124,7 +140,7 @@ def _quant_group_fp8_kernel(
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
     _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE)
+                   POW2_SCALE, RECIPROCAL)
 
 
 def _sm_count(device):
@@ -196,6 +212,7 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
+        RECIPROCAL=RECIPROCAL_QUOTIENT,
         num_warps=num_warps,
         num_stages=1,
     )
