@@ -7,8 +7,7 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# attn_heads (two KV heads a program) and quant_reciprocal (the codes' quotients through a reciprocal), whose winners
-# pick_knobs sets (below),
+# attn_waves (llama3_8b's split count, 0.947x SDPA on the H200), whose winner pick_knobs sets (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -45,12 +44,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # file (the twenty-second session's: bench/results/2026-12-05-h200-owed-22 call1; the twenty-third's, on an H100:
 # bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide; the
 # twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24; the
-# twenty-fifth's: quant_small_grid and quant_min_warps on the H200, bench/results/2026-12-05-owed-25 call1).
+# twenty-fifth's: quant_small_grid, quant_min_warps, quant_reciprocal and attn_heads on the H200,
+# bench/results/2026-12-05-owed-25 calls 1 and 2).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_heads quant_reciprocal; do
+  for spec in attn_waves; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -60,15 +60,11 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# attention's split kernel with two adjacent KV heads a program (one 512-byte run a token; the sum-only stream went
-# from 85% to 97% of the copy rate on the 128k sequence, owed-25 call1), at four and eight warps: every scored
-# workload, since the doubled dots and the two programs per SM touch them all.
-once attn_heads 200 python3 bench/sweep.py attn_decode_paged_gqa --set KV_HEADS_PER_PROGRAM=1,2 \
-  --set SPLIT_NUM_WARPS=4,8 --rounds 6 --json "$R/attn_heads.json"
-# quant's codes through each group's reciprocal and two FMAs of correction instead of a division per element (M=8
-# against the comparator's approximate division; the large workloads must not lose).
-once quant_reciprocal 150 python3 bench/sweep.py quant_per_token_group_fp8 --set RECIPROCAL_QUOTIENT=False,True \
-  --reps 200 --rounds 6 --json "$R/quant_reciprocal.json"
+# attention's llama3_8b (0.947x SDPA on the H200, owed-25 call3: its 64 x 8 pairs take three splits, 1536 programs,
+# 3.9 waves at three a SM): two or four splits instead (WAVES 6 or 12), every scored workload, since WAVES sets the
+# static split count of all of them.
+once attn_waves 150 python3 bench/sweep.py attn_decode_paged_gqa --set WAVES=6,8,12 --rounds 6 \
+  --json "$R/attn_waves.json"
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \

@@ -41,17 +41,17 @@ def owed(tmp_path: Path, only: str, call: int) -> dict[str, str]:
 
 
 def test_only_runs_the_named_steps_and_a_finished_step_is_not_run_again(tmp_path):
-    first = owed(tmp_path, "planted quant_small_grid", 1)
+    first = owed(tmp_path, "planted attn_waves", 1)
     steps = first["steps.txt"].splitlines()
-    assert [line.split()[0] for line in steps] == ["quant_small_grid", "planted"]  # the file's order
+    assert [line.split()[0] for line in steps] == ["attn_waves", "planted"]  # the file's order
     assert all(" rc=0 " in line for line in steps)
-    assert "--set PROGRAMS_PER_SM=2,1,0.5,0.25" in first["quant_small_grid.log"]
+    assert "--set WAVES=6,8,12" in first["attn_waves.log"]
     assert "bench.log" not in first
 
-    second = owed(tmp_path, "quant_small_grid worker_start", 2)
-    assert second["steps.txt"].splitlines()[0] == "quant_small_grid done in an earlier call"
+    second = owed(tmp_path, "attn_waves worker_start", 2)
+    assert second["steps.txt"].splitlines()[0] == "attn_waves done in an earlier call"
     assert second["steps.txt"].splitlines()[1].startswith("worker_start rc=0 ")
-    assert "quant_small_grid.log" not in second
+    assert "attn_waves.log" not in second
 
 
 def test_quants_m8_is_timed_in_one_process_per_step(tmp_path):
@@ -65,16 +65,16 @@ def test_quants_m8_is_timed_in_one_process_per_step(tmp_path):
 def test_a_finished_sweep_decides_its_knobs_in_this_call_and_the_next(tmp_path):
     """The sweeps' files are kept in the state folder; pick_knobs applies them before the bench, in the call that
     ran the sweeps and again in every later call (each gets a fresh copy of the committed tree)."""
-    first = owed(tmp_path, "quant_small_grid", 1)
+    first = owed(tmp_path, "attn_waves", 1)
     state = tmp_path / "state"
-    assert (state / "quant_small_grid.json").exists()
+    assert (state / "attn_waves.json").exists()
     assert first["knobs.log"].split() == [
-        "python3", "bench/pick_knobs.py", f"{state}/quant_small_grid.json", "--apply", "--markdown",
+        "python3", "bench/pick_knobs.py", f"{state}/attn_waves.json", "--apply", "--markdown",
         *first["knobs.log"].split()[-3:]]
     assert first["knobs.log"].split()[-2:-1] == ["--diff"]
 
     second = owed(tmp_path, "planted", 2)  # no sweep runs: the decisions still apply
-    assert f"{state}/quant_small_grid.json" in second["knobs.log"]
+    assert f"{state}/attn_waves.json" in second["knobs.log"]
 
 
 def test_without_finished_sweeps_nothing_is_picked(tmp_path):
@@ -95,7 +95,7 @@ def test_each_pick_starts_from_the_committed_experts(tmp_path):
     fake.chmod(0o755)
     state = tmp_path / "state"
     state.mkdir()
-    (state / "quant_small_grid.json").write_text("{}")
+    (state / "attn_waves.json").write_text("{}")
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", OUT=str(tmp_path / "out"), STATE=str(state),
                ONLY="planted")
     subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=tree, env=env, check=True, capture_output=True)

@@ -54,10 +54,6 @@ KNOBS = {  # label: module attributes set for the 128k sequence
     "32-token tiles, 4 stages": {"TILE_N": 32, "SPLIT_NUM_STAGES": 4, "DYNAMIC_CHUNK_TILES": 8},
     "32-token tiles, 5 stages": {"TILE_N": 32, "SPLIT_NUM_STAGES": 5, "DYNAMIC_CHUNK_TILES": 8},
     "128-token tiles": {"TILE_N": 128, "DYNAMIC_CHUNK_TILES": 2},
-    "2 KV heads a program": {"KV_HEADS_PER_PROGRAM": 2},
-    "2 KV heads, 8 warps": {"KV_HEADS_PER_PROGRAM": 2, "SPLIT_NUM_WARPS": 8},
-    "2 KV heads, 4 stages": {"KV_HEADS_PER_PROGRAM": 2, "SPLIT_NUM_STAGES": 4},
-    "2 KV heads, chunks of 8": {"KV_HEADS_PER_PROGRAM": 2, "DYNAMIC_CHUNK_TILES": 8},
 }
 
 
@@ -185,7 +181,7 @@ def main() -> int:
         try:
             expert.run(*inputs)  # compiles; the dynamic wave is then sized to what it compiled to
             per_sm = split_occupancy(expert)
-            expert.SPLIT_PROGRAMS_PER_SM = {**shipped["SPLIT_PROGRAMS_PER_SM"], expert.KV_HEADS_PER_PROGRAM: per_sm}
+            expert.SPLIT_PROGRAMS_PER_SM = per_sm
             error = scaled_error(expert.run(*inputs), want)
             us = median_us(timer, lambda: expert.run(*inputs), args.reps)
         except Exception as exc:  # noqa: BLE001 - a setting that does not compile or fit is reported, not fatal

@@ -75,11 +75,9 @@ MERGE_PDL = False
 # which the rule rates equal; bench/results/2026-12-05-h200-owed-22 call1, attn_split_rule). Off; the 128k sequence
 # gets its one wave from the dynamic split below.
 SPLIT_RULE = "waves"
-# The split kernel's sm_90 occupancy by KV heads a program, which the rule's waves and the dynamic split's one wave
-# are counted in (tests check it against the compile): with the page ids ahead, 72 KB of shared memory a program at
-# one head (84 KB at two: the larger block-diagonal queries' layout conversion); without, 39 KB and
-# about 107 registers at one head.
-SPLIT_PROGRAMS_PER_SM = {1: 3 if PREFETCH_PAGE_IDS else 4, 2: 2}
+# The split kernel's sm_90 occupancy, which the rule's waves are counted in (tests check it against the compile):
+# with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers.
+SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # Splits taken at run time: where one wave of resident programs gives each (sequence, KV head) pair at least
 # DYNAMIC_SPLIT_MIN_PROGRAMS of them (None: never), launch that wave, and let each program take chunks of
 # DYNAMIC_CHUNK_TILES tiles of its pair's sequence from an atomic counter until none are left, folding them into
@@ -96,17 +94,10 @@ DYNAMIC_CHUNK_TILES = 4
 # where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
 # programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
 # slower (bench/results/2026-12-05-owed-24 calls 1 and 9). Not kept.
-# KV heads a split program reads. A token's KV heads lie side by side ([page, token, Hkv, D]), so two adjacent heads
-# are one 512-byte run a token instead of two 256-byte ones read by neighbouring programs. A kernel that only sums
-# the 128k sequence's K and V streamed at 85% of the copy rate with one head a program and at 97% with two or four
-# (same bytes, same programs: bench/results/2026-12-05-owed-25 call1, attn_stream_heads). The program's query heads
-# become one block-diagonal [KV_HEADS_PER_PROGRAM x GROUP_PAD, KV_HEADS_PER_PROGRAM x HEAD_DIM] operand (each head's
-# queries in its own columns, zeros elsewhere), so one dot over the joint K tile gives every head's scores and one
-# over the joint V tile every head's output in its own block (the off-diagonal blocks are computed and dropped: the
-# dots do twice the MMA work, which a memory-bound decode has to spare). The tile takes TILE_N / KV_HEADS_PER_PROGRAM
-# tokens so its bytes, and the shared memory of its stages, stay as they are. 1 or 2; used where it divides the KV
-# heads.
-KV_HEADS_PER_PROGRAM = 1
+# Two adjacent KV heads a program (one 512-byte run a token, which took a sum-only stream of the 128k sequence from 85%
+# to 97% of the copy rate) through block-diagonal [2 x GROUP_PAD, 2 x HEAD_DIM] queries: 1.3x slower at four warps,
+# 1.6x at eight, on every scored workload (the doubled dots and registers, two programs per SM instead of three;
+# bench/results/2026-12-05-owed-25 calls 1 and 2). Not kept.
 
 _SM_COUNT = {}
 
@@ -146,7 +137,6 @@ def _decode_split_kernel(
     GROUP: tl.constexpr,                   # query heads per KV head
     GROUP_PAD: tl.constexpr,               # GROUP padded to a power of two >= the MMA minimum M
     HEAD_DIM: tl.constexpr,
-    HEADS: tl.constexpr,                   # adjacent KV heads a program reads (KV_HEADS_PER_PROGRAM)
     PAGE: tl.constexpr,
     TILE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
@@ -161,8 +151,7 @@ def _decode_split_kernel(
     # 2 KB stride, so launched side by side the heads' programs read each page together; with the batch
     # fastest, the programs running at once read pages of different sequences and each page's DRAM rows
     # are opened once per head (llama3_8b 266 -> 262 us: bench/results/2026-12-04-h200-sweep-16 call2).
-    kv_pair, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    kv_head = kv_pair * HEADS              # the first of the program's KV heads
+    kv_head, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if LAUNCH_DEPENDENTS:
         # Only permits the launch: the merge still waits for every split program's writes (gdc_wait).
         tl.extra.cuda.gdc_launch_dependents()
@@ -170,26 +159,25 @@ def _decode_split_kernel(
     seq_len = tl.load(seq_lens_ptr + b)
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
-        heads, group_ok, offs_d, own, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
-                                                       GROUP, GROUP_PAD, HEAD_DIM, HEADS)
-        m_i = tl.full([HEADS * GROUP_PAD], float("-inf"), tl.float32)
-        l_i = tl.zeros([HEADS * GROUP_PAD], tl.float32)
-        acc = tl.zeros([HEADS * GROUP_PAD, HEADS * HEAD_DIM], tl.float32)
+        heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
+        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_PAD], tl.float32)
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
-        counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_pair
+        counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
         while chunk * CHUNK < seq_len:
             start = chunk * CHUNK
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
-                qk_scale_log2, stride_k_page, stride_k_tok, stride_k_head, stride_v_page, stride_v_tok, stride_v_head,
-                HEAD_DIM, HEADS, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+                qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
-        tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=own)
+        tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
         pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
         tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)   # log2(0) = -inf: weighted 0 by the merge
     else:
@@ -199,59 +187,53 @@ def _decode_split_kernel(
             start = split * split_tokens
             end = tl.minimum(start + split_tokens, seq_len)
             # The whole query group of this KV head, resident for the whole split.
-            heads, group_ok, offs_d, own, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
-                                                           GROUP, GROUP_PAD, HEAD_DIM, HEADS)
-            m_i = tl.full([HEADS * GROUP_PAD], float("-inf"), tl.float32)   # running max (base 2)
-            l_i = tl.zeros([HEADS * GROUP_PAD], tl.float32)                 # running denominator
-            acc = tl.zeros([HEADS * GROUP_PAD, HEADS * HEAD_DIM], tl.float32)  # running numerator
+            heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
+                                                      GROUP, GROUP_PAD, HEAD_DIM)
+            m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)   # running max (base 2)
+            l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
+            acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
             bt_row = block_table_ptr + b * stride_bt_b
             k_base = k_ptr + kv_head * stride_k_head
             v_base = v_ptr + kv_head * stride_v_head
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
-                stride_k_page, stride_k_tok, stride_k_head, stride_v_page, stride_v_tok, stride_v_head,
-                HEAD_DIM, HEADS, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+                stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             if DIRECT:
                 # The only split: its normalised output is the output (a merge of one split would
                 # multiply it by exp2(0) and divide by 1).
                 o = o_ptr + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
-                tl.store(o, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=own)
+                tl.store(o, (acc / l_i[:, None]).to(o_ptr.dtype.element_ty), mask=group_ok[:, None])
             else:
                 # Normalised partial output and its log-sum-exp (base 2) for each real head of the group.
                 po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
                       + offs_d[None, :])
-                tl.store(po, acc / l_i[:, None], mask=own)
+                tl.store(po, acc / l_i[:, None], mask=group_ok[:, None])
                 pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
                 tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
 
 
 @triton.jit
 def _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
-                 GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, HEADS: tl.constexpr):
-    """The query heads of HEADS adjacent KV heads from kv_head on, each group padded to the MMA's M, as rows: each
-    row's query head, whether it is real, the head-dim offset of each of the HEADS x HEAD_DIM columns, which
-    [row, column] entries are the row's own (its KV head's columns), and the block-diagonal queries, loaded once:
-    resident in registers for all of the program's tiles."""
-    rows = tl.arange(0, HEADS * GROUP_PAD)
-    cols = tl.arange(0, HEADS * HEAD_DIM)
-    group_ok = rows % GROUP_PAD < GROUP
-    heads = (kv_head + rows // GROUP_PAD) * GROUP + rows % GROUP_PAD
-    offs_d = cols % HEAD_DIM
-    own = group_ok[:, None] & ((rows // GROUP_PAD)[:, None] == (cols // HEAD_DIM)[None, :])
-    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=own, other=0.0)
-    return heads, group_ok, offs_d, own, q
+                 GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """One KV head's query heads (padded to the MMA's M), which of them are real, the head-dim offsets, and their
+    queries, loaded once: resident in registers for all of the program's tiles."""
+    offs_g = tl.arange(0, GROUP_PAD)
+    offs_d = tl.arange(0, HEAD_DIM)
+    group_ok = offs_g < GROUP
+    heads = kv_head * GROUP + offs_g
+    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=group_ok[:, None], other=0.0)
+    return heads, group_ok, offs_d, q
 
 
 @triton.jit
 def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
-                  stride_k_page, stride_k_tok, stride_k_head, stride_v_page, stride_v_tok, stride_v_head,
-                  HEAD_DIM: tl.constexpr, HEADS: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr,
-                  DOT_PRECISION: tl.constexpr, PREFETCH_PAGES: tl.constexpr):
-    """The online softmax (m_i, l_i, acc) carried over the tokens [start, end) of one sequence and HEADS adjacent KV
-    heads, tile by tile through the block table."""
-    cols = tl.arange(0, HEADS * HEAD_DIM)
-    k_cols = (cols // HEAD_DIM) * stride_k_head + cols % HEAD_DIM   # one run of HEADS x HEAD_DIM a token
-    v_cols = (cols // HEAD_DIM) * stride_v_head + cols % HEAD_DIM
+                  stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                  HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                  PREFETCH_PAGES: tl.constexpr):
+    """The online softmax (m_i, l_i, acc) carried over the tokens [start, end) of one sequence and KV head, tile by
+    tile through the block table."""
+    offs_d = tl.arange(0, HEAD_DIM)
     first = start + tl.arange(0, TILE)
     next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
     for tok0 in range(start, end, TILE):
@@ -270,9 +252,9 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
         k_off = page_id * stride_k_page + slot * stride_k_tok
         v_off = page_id * stride_v_page + slot * stride_v_tok
 
-        # K tile loaded transposed [HEADS x HEAD_DIM, TILE] so the scores are one dot.
-        k = tl.load(k_base + k_off[None, :] + k_cols[:, None], mask=tok_ok[None, :], other=0.0)
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [HEADS x GROUP_PAD, TILE]
+        # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
+        k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
         s = tl.where(tok_ok[None, :], s, float("-inf"))
 
         # Online softmax: rescale what was accumulated so far to the new running max.
@@ -281,7 +263,7 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
 
-        v = tl.load(v_base + v_off[:, None] + v_cols[None, :], mask=tok_ok[:, None], other=0.0)
+        v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
     return m_i, l_i, acc
@@ -291,8 +273,7 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
 def _merge_splits_kernel(
     part_o_ptr, part_lse_ptr, seq_lens_ptr, o_ptr,
     chunk_counter_ptr,                     # zeroed here for the next call (DYNAMIC)
-    num_splits,
-    heads_per_counter, counters_per_seq,   # query heads per split program, split programs per sequence (DYNAMIC)
+    num_splits, group, kv_heads,
     stride_po_b, stride_po_h, stride_po_s,
     stride_pl_b, stride_pl_h,
     stride_ob, stride_oh,
@@ -312,10 +293,9 @@ def _merge_splits_kernel(
     if WAIT_PRIMARY:
         tl.extra.cuda.gdc_wait()
     if DYNAMIC:
-        # After the split kernel, which has taken its last chunk: one program per (sequence, split program's KV
-        # heads) zeroes the count.
-        if (head % heads_per_counter == 0) & (d_part == 0):
-            tl.store(chunk_counter_ptr + b * counters_per_seq + head // heads_per_counter, 0)
+        # After the split kernel, which has taken its last chunk: one program per (sequence, KV head) zeroes the count.
+        if (head % group == 0) & (d_part == 0):
+            tl.store(chunk_counter_ptr + b * kv_heads + head // group, 0)
     _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h + d0,
                 part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
                 o_ptr + b * stride_ob + head * stride_oh + d0,
@@ -354,16 +334,16 @@ def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
     tl.store(o_row + offs_d, acc / den)
 
 
-def _num_splits(batch, kv_heads, max_pages, page, device, heads=1):
-    """Host-side split count from static shapes only: enough (batch x KV head x split) programs (a program per
-    `heads` KV heads) for a few waves of the SMs, but never splits shorter than a couple of tiles."""
-    programs = batch * kv_heads // heads
+def _num_splits(batch, kv_heads, max_pages, page, device):
+    """Host-side split count from static shapes only: enough (batch x KV head x split) programs
+    for a few waves of the SMs, but never splits shorter than a couple of tiles."""
+    programs = batch * kv_heads
     want = triton.cdiv(WAVES * _sm_count(device), programs)
-    max_tiles = triton.cdiv(max_pages * page, TILE_N // heads)
+    max_tiles = triton.cdiv(max_pages * page, TILE_N)
     most = max(1, min(want, triton.cdiv(max_tiles, MIN_TILES_PER_SPLIT)))
     if SPLIT_RULE == "waves":
         return most
-    return _whole_wave_splits(programs, most, SPLIT_PROGRAMS_PER_SM[heads] * _sm_count(device))
+    return _whole_wave_splits(programs, most, SPLIT_PROGRAMS_PER_SM * _sm_count(device))
 
 
 @functools.lru_cache(maxsize=256)  # on the host before the launch, inside the timed call: computed once per shape
@@ -373,13 +353,13 @@ def _whole_wave_splits(programs, most, slots):
     return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
-def _dynamic_splits(batch, kv_heads, max_pages, page, device, heads=1):
-    """The dynamic split's programs per (sequence, `heads` KV heads): one wave's slots shared out among the pairs, at
-    most one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
+def _dynamic_splits(batch, kv_heads, max_pages, page, device):
+    """The dynamic split's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most
+    one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
     if DYNAMIC_SPLIT_MIN_PROGRAMS is None:
         return 0
-    per_pair = SPLIT_PROGRAMS_PER_SM[heads] * _sm_count(device) // (batch * kv_heads // heads)
-    programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N // heads * DYNAMIC_CHUNK_TILES))
+    per_pair = SPLIT_PROGRAMS_PER_SM * _sm_count(device) // (batch * kv_heads)
+    programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N * DYNAMIC_CHUNK_TILES))
     return programs if programs >= max(2, DYNAMIC_SPLIT_MIN_PROGRAMS) else 0
 
 
@@ -425,12 +405,9 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     block_table = block_table.contiguous()
     seq_lens = seq_lens.contiguous()
 
-    heads = KV_HEADS_PER_PROGRAM if Hkv % KV_HEADS_PER_PROGRAM == 0 else 1
-    tile = TILE_N // heads   # the same bytes a tile
-    programs = Hkv // heads  # split programs a sequence's split takes
-    dynamic = _dynamic_splits(B, Hkv, block_table.shape[1], page, q.device, heads)
-    num_splits = dynamic or _num_splits(B, Hkv, block_table.shape[1], page, q.device, heads)
-    counters = _chunk_counters(q.device, B * programs) if dynamic else seq_lens  # (unused without DYNAMIC)
+    dynamic = _dynamic_splits(B, Hkv, block_table.shape[1], page, q.device)
+    num_splits = dynamic or _num_splits(B, Hkv, block_table.shape[1], page, q.device)
+    counters = _chunk_counters(q.device, B * Hkv) if dynamic else seq_lens  # (unused without DYNAMIC)
     o = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
     direct = num_splits == 1
     if direct:  # no partials: stage 1 writes o (the partial pointers are unused)
@@ -445,7 +422,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
-    _decode_split_kernel[(programs, B, num_splits)](
+    _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
@@ -455,20 +432,20 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, HEADS=heads, PAGE=page, TILE=tile,
+        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=tile * DYNAMIC_CHUNK_TILES,
+        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
         return o
     _merge_splits_kernel[(Hq, B, D // merge_d_block)](
         part_o, part_lse, seq_lens, o, counters,
-        num_splits, group * heads, programs,
+        num_splits, group, Hkv,
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        D_BLOCK=merge_d_block, TILE=tile, SPLIT_BLOCK=merge_block, WAIT_PRIMARY=pdl, DYNAMIC=bool(dynamic),
+        D_BLOCK=merge_d_block, TILE=TILE_N, SPLIT_BLOCK=merge_block, WAIT_PRIMARY=pdl, DYNAMIC=bool(dynamic),
         num_warps=merge_warps, **({"launch_pdl": True} if pdl else {}),
     )
     return o

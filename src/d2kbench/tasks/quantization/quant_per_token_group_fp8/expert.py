@@ -48,12 +48,6 @@ MAX_WARPS = 4
 # same), the large row-major workload unchanged (its tiles take two warps already; bench/results/2026-12-05-owed-25
 # call1, quant_min_warps, set by bench/pick_knobs.py).
 MIN_WARPS = 2
-# How the codes' quotients x / scale are computed, both correctly rounded: False, an IEEE division (div.rn) per element;
-# True, a division per group for the reciprocal and two FMAs of correction per element (in _quantize_tile). Inductor's
-# comparator divides approximately (div.full) and runs M=8 in 25% fewer instructions than the expert with div.rn
-# (ncu: 92k against 115k, bench/results/2026-12-05-owed-25 call1, ncu_quant_m8*). Untimed: bench/gpu_owed.sh
-# `quant_reciprocal`.
-RECIPROCAL_QUOTIENT = False
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
@@ -81,7 +75,7 @@ def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
 
 @triton.jit
 def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE: tl.constexpr, RECIPROCAL: tl.constexpr):
+                   POW2_SCALE: tl.constexpr):
     """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
     FP8_MAX: tl.constexpr = 448.0
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
@@ -93,18 +87,17 @@ def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, 
         scale_bits = scale.to(tl.int32, bitcast=True)
         scale = ((scale_bits + 0x7FFFFF) & 0x7F800000).to(tl.float32, bitcast=True)
 
-    # The correctly rounded quotient x / scale: the oracle's codes bit for bit.
-    if RECIPROCAL:
-        # Without an IEEE division per element: one per group for the reciprocal, then x * (1/scale), whose error
-        # the residual x - y0 * scale (exact in an FMA) corrects: with the reciprocal and y0 each correctly rounded,
-        # y0 + residual / scale is the correctly rounded quotient (Markstein's theorem). A power-of-two scale's
-        # reciprocal is exact, and so is y0.
-        inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)[:, :, None]
-        y = x * inv
-        if not POW2_SCALE:
-            y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)
-    else:
-        y = tl.math.div_rn(x, scale[:, :, None])
+    # The correctly rounded quotient x / scale (the oracle's codes bit for bit) without an IEEE division per element
+    # (div.rn.f32: a reciprocal, its refinement, a range check with a slow-path branch), which held the large
+    # workloads at 82-85% of the copy rate: one division per group for the reciprocal, then x * (1/scale), whose
+    # error the residual x - y0 * scale (exact in an FMA) corrects. With the reciprocal and y0 each correctly rounded,
+    # y0 + residual / scale is the correctly rounded quotient (Markstein's theorem). A power-of-two scale's
+    # reciprocal is exact, and so is y0. On the H200: row-major [16384, 7168] 98.6 -> 86.1 us (97% of copy),
+    # column-major [4096, 18432] 65.4 -> 56.8 (95%), M=8 4.4 either way (bench/results/2026-12-05-owed-25 call2).
+    inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)[:, :, None]
+    y = x * inv
+    if not POW2_SCALE:
+        y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=groups_ok[:, :, None])
 
@@ -128,7 +121,6 @@ def _quant_group_fp8_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
-    RECIPROCAL: tl.constexpr,  # codes through the group's reciprocal and a correction (RECIPROCAL_QUOTIENT)
 ):
     groups_per_row = n_cols // GROUP_SIZE
     # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
@@ -140,7 +132,7 @@ def _quant_group_fp8_kernel(
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
     _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE, RECIPROCAL)
+                   POW2_SCALE)
 
 
 def _sm_count(device):
@@ -212,7 +204,6 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
-        RECIPROCAL=RECIPROCAL_QUOTIENT,
         num_warps=num_warps,
         num_stages=1,
     )
