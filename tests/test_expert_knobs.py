@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,6 +47,8 @@ SM90_ONLY_KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
+    # the scales by the corrected product (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
+    ("quant_per_token_group_fp8", "SCALE_PRODUCT = False", "SCALE_PRODUCT = True"),
 ]
 
 
@@ -246,23 +249,54 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("corrected", [True, False])
-def test_the_quants_codes_are_the_oracles_bit_for_bit(corrected, tmp_path):
+@pytest.mark.parametrize(("corrected", "scale_product"), [(True, False), (True, True), (False, False)])
+def test_the_quants_codes_are_the_oracles_bit_for_bit(corrected, scale_product, tmp_path):
     """The expert's codes through each group's reciprocal and the FMA correction are the correctly rounded
     quotients' (the task's check would let 0.1% of codes be a step off, so it cannot tell), on quotients within an
     ulp of e4m3 rounding midpoints and on the task's inputs; without the correction they are not. Codes of normal
-    quotients off the midpoints: there the interpreter's cast to e4m3 differs from the GPU's for any kernel."""
+    quotients off the midpoints: there the interpreter's cast to e4m3 differs from the GPU's for any kernel. The
+    scales too, bit for bit, divided or (SCALE_PRODUCT) by the corrected product."""
     expert = find_task("quant_per_token_group_fp8").expert_path
     correction = "    if not POW2_SCALE:\n        y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)\n"
     source = expert.read_text()
     assert source.count(correction) == 1
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(source if corrected else source.replace(correction, ""))
+    if not corrected:
+        source = source.replace(correction, "")
+    if scale_product:
+        assert source.count("SCALE_PRODUCT = False\n") == 1
+        source = source.replace("SCALE_PRODUCT = False\n", "SCALE_PRODUCT = True\n")
+    variant.write_text(source)
     done = interpreted(RECIPROCAL_CODES, str(variant))
     if corrected:
         assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
     else:
         assert done.returncode != 0 and "AssertionError: (torch.float32, False," in done.stderr, done.stderr[-2000:]
+
+
+def test_scales_by_the_corrected_product_are_amax_over_448_correctly_rounded_for_every_amax():
+    """SCALE_PRODUCT's arithmetic, amax * RN(1/448) corrected by one FMA, against the correctly rounded quotient for
+    every float32 mantissa at the lowest exponent an amax can have (eps = 1e-10 clamps it) and the highest: the
+    operations scale exactly by powers of two between them, so that is every amax. (The FMA emulated in float64: the
+    product is exact there and the residual is; a sum landing on a float32 midpoint, where rounding twice could
+    differ from an FMA's once, is counted and must not occur.) Without the correction 55% are a step off."""
+    inv = np.float32(1.0) / np.float32(448.0)
+    assert inv == np.float32(1.0 / 448.0)  # the constant as Triton materialises the Python float
+    mantissas = np.arange(1 << 23, dtype=np.uint32)
+    for exponent in (int(np.frexp(np.float32(1e-10))[1]) + 126, 254):
+        amax = ((np.uint32(exponent) << 23) | mantissas).view(np.float32)
+        exact = (amax.astype(np.float64) / 448.0).astype(np.float32)
+        product = (amax * inv).astype(np.float32)
+        residual = amax.astype(np.float64) - product.astype(np.float64) * 448.0
+        assert np.array_equal(residual.astype(np.float32).astype(np.float64), residual)  # the inner FMA is exact
+        corrected64 = residual * np.float64(inv) + product.astype(np.float64)
+        corrected = corrected64.astype(np.float32)
+        up = np.nextafter(corrected, np.float32(np.inf)).astype(np.float64)
+        down = np.nextafter(corrected, np.float32(-np.inf)).astype(np.float64)
+        here = corrected.astype(np.float64)
+        assert not np.any((corrected64 == (here + up) / 2) | (corrected64 == (here + down) / 2))
+        assert np.array_equal(corrected, exact)
+        assert np.mean(product != exact) > 0.5
 
 
 TMA_BATCH = """

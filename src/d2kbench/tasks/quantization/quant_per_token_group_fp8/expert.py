@@ -48,6 +48,12 @@ MAX_WARPS = 4
 # same), the large row-major workload unchanged (its tiles take two warps already; bench/results/2026-12-05-owed-25
 # call1, quant_min_warps, set by bench/pick_knobs.py).
 MIN_WARPS = 2
+# The scales amax / 448, correctly rounded either way: False, an IEEE division (div.rn.f32, with its slow-path branch);
+# True, amax times the rounded constant 1/448 and one FMA of correction, as the codes' quotients are made. The M=8
+# kernel is a latency chain whose length is its instructions (ncu: 113k against the comparator's 92k, which divides
+# approximately; bench/results/2026-12-05-owed-25 call2), and each thread runs this division once. Untimed:
+# bench/gpu_owed.sh `quant_scale_product`.
+SCALE_PRODUCT = False
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
@@ -75,12 +81,19 @@ def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
 
 @triton.jit
 def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE: tl.constexpr):
+                   POW2_SCALE: tl.constexpr, SCALE_BY_PRODUCT: tl.constexpr):
     """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
     FP8_MAX: tl.constexpr = 448.0
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
     amax = tl.maximum(tl.max(tl.abs(x), axis=2), eps)  # [BLOCK_M, BLOCK_G]
-    scale = tl.math.div_rn(amax, FP8_MAX)
+    if SCALE_BY_PRODUCT:
+        # amax / 448 correctly rounded as amax * RN(1/448) and one FMA correction (as the codes' quotients below);
+        # exact for every float32 amax from eps up (checked exhaustively: tests/test_expert_knobs.py).
+        FP8_MAX_INV: tl.constexpr = 1.0 / 448.0
+        scale = amax * FP8_MAX_INV
+        scale = tl.fma(tl.fma(-scale, FP8_MAX, amax), FP8_MAX_INV, scale)
+    else:
+        scale = tl.math.div_rn(amax, FP8_MAX)
     if POW2_SCALE:
         # Round up to a power of two on the bits (exact, unlike exp2(ceil(log2(s))) with
         # approximate log2): add a mantissa's worth minus one, then drop the mantissa.
@@ -121,6 +134,7 @@ def _quant_group_fp8_kernel(
     BLOCK_M: tl.constexpr,  # rows per tile
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
+    SCALE_BY_PRODUCT: tl.constexpr,  # scales as amax * (1/448) corrected, not divided (SCALE_PRODUCT)
 ):
     groups_per_row = n_cols // GROUP_SIZE
     # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
@@ -132,7 +146,7 @@ def _quant_group_fp8_kernel(
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
     _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE)
+                   POW2_SCALE, SCALE_BY_PRODUCT)
 
 
 def _sm_count(device):
@@ -204,6 +218,7 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_M=block_m,
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
+        SCALE_BY_PRODUCT=SCALE_PRODUCT,
         num_warps=num_warps,
         num_stages=1,
     )
