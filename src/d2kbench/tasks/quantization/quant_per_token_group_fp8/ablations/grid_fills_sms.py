@@ -77,9 +77,12 @@ def _quant_group_fp8_kernel(
         scale_bits = scale.to(tl.int32, bitcast=True)
         scale = ((scale_bits + 0x7FFFFF) & 0x7F800000).to(tl.float32, bitcast=True)
 
-    # True division (IEEE, round to nearest), not a multiplication by 1/scale: the codes
-    # are the correctly rounded ones (the oracle's) bit for bit.
-    y = tl.math.div_rn(x, scale[:, :, None])
+    # The correctly rounded quotient x / scale (the oracle's codes bit for bit): the group's reciprocal, the product,
+    # and one FMA correcting it by the exact residual x - y0 * scale (Markstein's theorem).
+    inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)[:, :, None]
+    y = x * inv
+    if not POW2_SCALE:
+        y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=mask)
 
