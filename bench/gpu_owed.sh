@@ -80,7 +80,7 @@ once attn_sweep 90 python3 bench/sweep.py attn_decode_paged_gqa --rounds 6 --jso
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
 # quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
-# quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the one-warp expert's).
+# quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the two-warp expert's before the reciprocal).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m8_k7168_row
 # quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%

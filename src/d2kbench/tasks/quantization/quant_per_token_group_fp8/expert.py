@@ -51,7 +51,7 @@ MIN_WARPS = 2
 # The scales amax / 448, correctly rounded either way: False, an IEEE division (div.rn.f32, with its slow-path branch);
 # True, amax times the rounded constant 1/448 and one FMA of correction, as the codes' quotients are made. The M=8
 # kernel is a latency chain whose length is its instructions (ncu: 113k against the comparator's 92k, which divides
-# approximately; bench/results/2026-12-05-owed-25 call2), and each thread runs this division once. Untimed:
+# approximately; bench/results/2026-12-05-owed-25 calls 2 and 1), and each thread runs this division once. Untimed:
 # bench/gpu_owed.sh `quant_scale_product`.
 SCALE_PRODUCT = False
 # Programs per SM we aim for when shrinking tiles on small problems.
@@ -80,6 +80,15 @@ def _tile_offsets(tile, n_group_blocks, n_rows, n_cols, groups_per_row,
 
 
 @triton.jit
+def _quotient_by_reciprocal(num, den, inv):
+    """num / den correctly rounded, given inv = 1/den correctly rounded, without a division: the product num * inv,
+    corrected by the residual num - product * den (exact in an FMA) times inv (Markstein's theorem: with the
+    reciprocal and the product each correctly rounded, the corrected quotient is the correctly rounded one)."""
+    quotient = num * inv
+    return tl.fma(tl.fma(-quotient, den, num), inv, quotient)
+
+
+@triton.jit
 def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
                    POW2_SCALE: tl.constexpr, SCALE_BY_PRODUCT: tl.constexpr):
     """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
@@ -87,11 +96,10 @@ def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, 
     # Per-group absmax in registers, clamped below so an all-zero group gets a finite scale.
     amax = tl.maximum(tl.max(tl.abs(x), axis=2), eps)  # [BLOCK_M, BLOCK_G]
     if SCALE_BY_PRODUCT:
-        # amax / 448 correctly rounded as amax * RN(1/448) and one FMA correction (as the codes' quotients below);
-        # exact for every float32 amax from eps up (checked exhaustively: tests/test_expert_knobs.py).
+        # amax / 448 from the rounded constant 1/448, as the codes' quotients below; exact for every float32 amax
+        # from eps up (checked exhaustively: tests/test_expert_knobs.py).
         FP8_MAX_INV: tl.constexpr = 1.0 / 448.0
-        scale = amax * FP8_MAX_INV
-        scale = tl.fma(tl.fma(-scale, FP8_MAX, amax), FP8_MAX_INV, scale)
+        scale = _quotient_by_reciprocal(amax, FP8_MAX, FP8_MAX_INV)
     else:
         scale = tl.math.div_rn(amax, FP8_MAX)
     if POW2_SCALE:
@@ -102,15 +110,15 @@ def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, 
 
     # The correctly rounded quotient x / scale (the oracle's codes bit for bit) without an IEEE division per element
     # (div.rn.f32: a reciprocal, its refinement, a range check with a slow-path branch), which held the large
-    # workloads at 82-85% of the copy rate: one division per group for the reciprocal, then x * (1/scale), whose
-    # error the residual x - y0 * scale (exact in an FMA) corrects. With the reciprocal and y0 each correctly rounded,
-    # y0 + residual / scale is the correctly rounded quotient (Markstein's theorem). A power-of-two scale's
-    # reciprocal is exact, and so is y0. On the H200: row-major [16384, 7168] 98.6 -> 86.1 us (97% of copy),
-    # column-major [4096, 18432] 65.4 -> 56.8 (95%), M=8 4.4 either way (bench/results/2026-12-05-owed-25 call2).
+    # workloads at 82-85% of the copy rate: one division per group for the reciprocal, then the corrected product
+    # per element. A power-of-two scale's reciprocal is exact, and so is the plain product. On the H200: row-major
+    # [16384, 7168] 98.6 -> 86.1 us (97% of copy), column-major [4096, 18432] 65.4 -> 56.8 (95%), M=8 4.4 either way
+    # (bench/results/2026-12-05-owed-25 call2).
     inv = tl.math.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)[:, :, None]
-    y = x * inv
-    if not POW2_SCALE:
-        y = tl.fma(tl.fma(-y, scale[:, :, None], x), inv, y)
+    if POW2_SCALE:
+        y = x * inv
+    else:
+        y = _quotient_by_reciprocal(x, scale[:, :, None], inv)
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=groups_ok[:, :, None])
 
