@@ -7,8 +7,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# attn_waves (llama3_8b's split count, 0.947x SDPA on the H200) and quant_scale_product (M=8's scales without a
-# division), whose winners pick_knobs sets (below),
+# attn_waves (llama3_8b's split count, 0.947x SDPA on the H200), attn_pairs (two KV heads a program on the 128k
+# sequence) and quant_scale_product (M=8's scales without a division), whose winners pick_knobs sets (below),
 # then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
@@ -51,7 +51,7 @@ PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_waves quant_scale_product; do
+  for spec in attn_waves attn_pairs:DYNAMIC_HEAD_PAIRS quant_scale_product; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -66,6 +66,10 @@ pick_knobs
 # static split count of all of them.
 once attn_waves 150 python3 bench/sweep.py attn_decode_paged_gqa --set WAVES=6,8,12 --rounds 6 \
   --json "$R/attn_waves.json"
+# attention's 128k sequence (82.4% of copy, the target 85%): two KV heads a dynamic program, their tiles loaded as one
+# 512-byte run a token and split in registers, or as two loads; the dynamic path is the 128k sequence's alone.
+once attn_pairs 120 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
+  --set DYNAMIC_HEAD_PAIRS=None,joint,separate --rounds 8 --json "$R/attn_pairs.json"
 # quant's scales as amax times 1/448 with one FMA of correction instead of a division (M=8 0.964x the comparator:
 # a latency chain whose length is its instructions; the large workloads must not lose).
 once quant_scale_product 120 python3 bench/sweep.py quant_per_token_group_fp8 --set SCALE_PRODUCT=False,True \
