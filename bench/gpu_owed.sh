@@ -6,10 +6,8 @@
 # ONLY runs just the named steps (in this file's order), for a call that must put some steps first.
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
-# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps
-# attn_waves (llama3_8b's split count, 0.947x SDPA on the H200), attn_pairs (two KV heads a program on the 128k
-# sequence) and quant_scale_product (M=8's scales without a division), whose winners pick_knobs sets (below),
-# then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
+# The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps of
+# bench/sweeps.sh, whose winners pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
@@ -28,6 +26,7 @@
 set -uo pipefail
 budget=${1:-560}
 source "$(dirname "$0")/steps.sh"
+source "$(dirname "$0")/sweeps.sh"
 STATE=${STATE:-/tmp/d2k-owed}
 mkdir -p "$STATE"
 once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished it
@@ -46,12 +45,13 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # bench/results/2026-12-05-h100-owed-23 call1, all but quant_small_grid, which the H200 has yet to decide; the
 # twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24; the
 # twenty-fifth's: quant_small_grid, quant_min_warps, quant_reciprocal and attn_heads on the H200,
-# bench/results/2026-12-05-owed-25 calls 1 and 2).
+# bench/results/2026-12-05-owed-25 calls 1 and 2; the twenty-sixth's: attn_waves, attn_pairs and quant_scale_product
+# on the H200, bench/results/2026-12-06-owed-26 call1).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {
   local specs=() spec name
-  for spec in attn_waves attn_pairs:DYNAMIC_HEAD_PAIRS quant_scale_product; do
+  for spec in ${SWEEPS[@]+"${SWEEPS[@]}"}; do
     name=${spec%%:*}
     [ -e "$STATE/$name.json" ] && specs+=("$STATE/$name.json${spec#"$name"}")
   done
@@ -61,19 +61,7 @@ pick_knobs() {
   python3 bench/pick_knobs.py "${specs[@]}" --apply --markdown "$R/knobs.md" --diff "$R/knobs.diff" > "$R/knobs.log" 2>&1
 }
 pick_knobs
-# attention's llama3_8b (0.947x SDPA on the H200, owed-25 call3: its 64 x 8 pairs take three splits, 1536 programs,
-# 3.9 waves at three a SM): two or four splits instead (WAVES 6 or 12), every scored workload, since WAVES sets the
-# static split count of all of them.
-once attn_waves 150 python3 bench/sweep.py attn_decode_paged_gqa --set WAVES=6,8,12 --rounds 6 \
-  --json "$R/attn_waves.json"
-# attention's 128k sequence (82.4% of copy, the target 85%): two KV heads a dynamic program, their tiles loaded as one
-# 512-byte run a token and split in registers, or as two loads; the dynamic path is the 128k sequence's alone.
-once attn_pairs 120 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
-  --set DYNAMIC_HEAD_PAIRS=None,joint,separate --rounds 8 --json "$R/attn_pairs.json"
-# quant's scales as amax times 1/448 with one FMA of correction instead of a division (M=8 0.964x the comparator:
-# a latency chain whose length is its instructions; the large workloads must not lose).
-once quant_scale_product 120 python3 bench/sweep.py quant_per_token_group_fp8 --set SCALE_PRODUCT=False,True \
-  --reps 200 --rounds 6 --json "$R/quant_scale_product.json"
+run_sweeps
 pick_knobs
 once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 [ -e "$R/bench/bench.json" ] && python3 bench/expert_targets.py "$R/bench/bench.json" --markdown "$R/targets.md" \

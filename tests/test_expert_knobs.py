@@ -26,12 +26,6 @@ KNOBS = [
     # runs a grid's programs in turn, so the first takes every chunk), on all three cpu workloads
     ("attn_decode_paged_gqa", "DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
      "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-    # the same with two KV heads a program, each way of loading them (the D = 16 workload has one KV head: one a
-    # program, as shipped)
-    ("attn_decode_paged_gqa", ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4", "DYNAMIC_HEAD_PAIRS = None"),
-     ("DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1", 'DYNAMIC_HEAD_PAIRS = "joint"')),
-    ("attn_decode_paged_gqa", ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4", "DYNAMIC_HEAD_PAIRS = None"),
-     ("DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1", 'DYNAMIC_HEAD_PAIRS = "separate"')),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     # one warp for the one-group tiles of small problems, as before (the cpu workloads' tiles are small too)
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
@@ -53,42 +47,33 @@ SM90_ONLY_KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
-    # the scales by the corrected product (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
-    ("quant_per_token_group_fp8", "SCALE_PRODUCT = False", "SCALE_PRODUCT = True"),
+    # the scales by an IEEE division (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
+    ("quant_per_token_group_fp8", "SCALE_PRODUCT = True", "SCALE_PRODUCT = False"),
 ]
 
 
-def knob_id(other: str | tuple[str, ...]) -> str:
-    return other if isinstance(other, str) else " + ".join(other)
-
-
-def with_knobs(source: str, shipped: str | tuple[str, ...], other: str | tuple[str, ...]) -> str:
-    """`source` with each shipped setting (one string or several) replaced by the other's, each found exactly once."""
-    pairs = [(shipped, other)] if isinstance(shipped, str) else zip(shipped, other, strict=True)
-    for old, new in pairs:
-        assert source.count(old) == 1, f"{old!r} is no longer in expert.py exactly once"
-        source = source.replace(old, new)
-    return source
-
-
-@pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS, ids=[knob_id(k[2]) for k in KNOBS])
+@pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS, ids=[k[2] for k in KNOBS])
 def test_the_other_setting_passes_the_cpu_workloads(task_id, shipped, other, tmp_path):
     task = find_task(task_id)
+    source = task.expert_path.read_text()
+    assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(with_knobs(task.expert_path.read_text(), shipped, other))
+    variant.write_text(source.replace(shipped, other))
     result = evaluate(task, variant, EvalOptions(device="cpu", workloads=ONE_WORKLOAD.get(other)))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == len(ONE_WORKLOAD.get(other) or task.split("cpu"))
 
 
 @pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS + SM90_ONLY_KNOBS,
-                         ids=[knob_id(k[2]) for k in KNOBS + SM90_ONLY_KNOBS])
+                         ids=[k[2] for k in KNOBS + SM90_ONLY_KNOBS])
 def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     """What the interpreter does not check: the variant lowers for the H200 (atomics' semantics, cache modifiers,
     shared memory) on the task's profile workload, spilling no more than the shipped expert is allowed to."""
     task = find_task(task_id)
+    source = task.expert_path.read_text()
+    assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
     variant = tmp_path / "expert_variant.py"
-    variant.write_text(with_knobs(task.expert_path.read_text(), shipped, other))
+    variant.write_text(source.replace(shipped, other))
     kernels = compile_report(task, variant)
     assert kernels, "the variant launched no Triton kernel"
     for k in kernels:
@@ -272,9 +257,8 @@ def test_the_quants_codes_are_the_oracles_bit_for_bit(corrected, scale_product, 
     variant = tmp_path / "expert_variant.py"
     if not corrected:
         source = source.replace(corrected_codes, "y = x * inv")
-    if scale_product:
-        assert source.count("SCALE_PRODUCT = False\n") == 1
-        source = source.replace("SCALE_PRODUCT = False\n", "SCALE_PRODUCT = True\n")
+    assert source.count("SCALE_PRODUCT = True\n") == 1
+    source = source.replace("SCALE_PRODUCT = True\n", f"SCALE_PRODUCT = {scale_product}\n")
     variant.write_text(source)
     done = interpreted(RECIPROCAL_CODES, str(variant))
     if corrected:
@@ -423,26 +407,20 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
-@pytest.mark.parametrize(("triton_path", "pairs"), [("venv", None), ("device", None), ("device", "joint"),
-                                                   ("device", "separate")])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, pairs, tmp_path):
+@pytest.mark.parametrize("triton_path", ["venv", "device"])
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, tmp_path):
     """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy, on this
-    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it); with two KV heads
-    a program too (the joint load's register cap), at twice the programs a pair of heads, without spilling."""
+    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(with_knobs(task.expert_path.read_text(), "DYNAMIC_HEAD_PAIRS = None",
-                                  f"DYNAMIC_HEAD_PAIRS = {pairs!r}"))
-    module = load_module(variant, f"test_dynamic_occupancy_{pairs}")
+    module = load_module(task.expert_path, "test_dynamic_occupancy")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, variant)
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
-    grid = [4, 1, 99] if pairs is None else [2, 1, 198]
-    assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"], k.get("spill_store_bytes", 0)) for k in split] \
-        == [(True, module.SPLIT_PROGRAMS_PER_SM, grid, 1.0, 0)], report["triton"]
+    assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == \
+        [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0)], report["triton"]
 
 
 DYNAMIC_AGAIN = """

@@ -8,14 +8,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+# A sweep owed, in place of bench/sweeps.sh's (none, once their decisions are committed): the bookkeeping's subject.
+SWEEPS = """SWEEPS=(attn_waves)
+run_sweeps() {
+  once attn_waves 150 python3 bench/sweep.py attn_decode_paged_gqa --set WAVES=6,8,12 --rounds 6 \\
+    --json "$R/attn_waves.json"
+}
+"""
+
+
 def script_tree(tmp_path: Path) -> Path:
-    """The script and its step helpers in a tree of their own, with one stand-in expert: the script restores the
-    experts it picks knobs for, so it never runs in this checkout (a test beside it would read a half-copied file)."""
+    """The script and its step helpers in a tree of their own, with one stand-in expert and one sweep: the script
+    restores the experts it picks knobs for, so it never runs in this checkout (a test beside it would read a
+    half-copied file)."""
     tree = tmp_path / "tree"
     if not tree.exists():
         (tree / "bench").mkdir(parents=True)
         for name in ("gpu_owed.sh", "steps.sh"):
             (tree / "bench" / name).write_text((REPO / "bench" / name).read_text())
+        (tree / "bench" / "sweeps.sh").write_text(SWEEPS)
         expert = tree / "src" / "d2kbench" / "tasks" / "t" / "expert.py"
         expert.parent.mkdir(parents=True)
         expert.write_text("KNOB = 1\n")
@@ -100,3 +111,15 @@ def test_each_pick_starts_from_the_committed_experts(tmp_path):
                ONLY="planted")
     subprocess.run(["bash", "bench/gpu_owed.sh", "60"], cwd=tree, env=env, check=True, capture_output=True)
     assert expert.read_text() == "KNOB = 1\nKNOB = 2  # picked\n"
+
+
+def test_the_committed_sweeps_file_declares_its_sweeps_and_their_steps():
+    """bench/sweeps.sh as committed (none owed, or some): it defines the SWEEPS list and run_sweeps, and every sweep
+    it lists writes the file that pick_knobs reads."""
+    done = subprocess.run(["bash", "-c", 'set -u; source bench/sweeps.sh; echo "${SWEEPS[@]+${SWEEPS[@]}}"; '
+                           "declare -f run_sweeps"], cwd=REPO, check=True, capture_output=True, text=True)
+    assert not done.stderr
+    names, body = done.stdout.split("\n", 1)
+    assert body.startswith("run_sweeps")
+    for spec in names.split():
+        assert f'"$R/{spec.split(":")[0]}.json"' in body

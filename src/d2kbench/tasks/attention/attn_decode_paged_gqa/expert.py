@@ -98,15 +98,12 @@ DYNAMIC_CHUNK_TILES = 4
 # to 97% of the copy rate) through block-diagonal [2 x GROUP_PAD, 2 x HEAD_DIM] queries: 1.3x slower at four warps,
 # 1.6x at eight, on every scored workload (the doubled dots and registers, two programs per SM instead of three;
 # bench/results/2026-12-05-owed-25 calls 1 and 2). Not kept.
-# Two adjacent KV heads a program without doubling the dots, on the dynamic split's path (the 128k sequence, whose
-# programs of one head read 256-byte runs: its wave is where the runs cost): each head keeps its own query group,
-# online softmax and dots, and the tiles of both are loaded together, at half the tokens a tile (the same bytes in
-# flight). None: one head a program (as shipped); "joint": one [TILE, 2 x HEAD_DIM] load of both heads (a 512-byte run
-# a token, as the stream measured), split in registers; "separate": each head's tile loaded on its own, back to back.
-DYNAMIC_HEAD_PAIRS = None
-# The joint load's split takes the pair kernel from 152 to 184 registers at four warps (sm_90, Triton 3.6): two programs
-# per SM. Capped here it keeps the three that the dynamic wave is counted in, without spilling.
-PAIR_JOINT_MAXNREG = 168
+# Two adjacent KV heads a dynamic program without doubling the dots (each head its own query group, softmax and dots,
+# both heads' tiles loaded in the same iteration at 32 tokens, twice the programs a pair: grid [2, 1, 198]): the 128k
+# sequence 77.7 -> 149.6 us with the tiles loaded as one 512-byte run a token and split in registers (tl.reshape,
+# tl.permute, tl.split: 184 registers, run capped at 168), 79.0 us with each head's tile its own load (152 registers);
+# three programs per SM either way (bench/results/2026-12-06-owed-26 call1, attn_pairs). Not kept: two loads do not
+# give the runs the stream measured, and one load's split in registers costs twice what it saves.
 
 _SM_COUNT = {}
 
@@ -154,15 +151,13 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
-    HEAD_PAIRS: tl.constexpr,              # two adjacent KV heads a program (DYNAMIC only: DYNAMIC_HEAD_PAIRS)
-    JOINT: tl.constexpr,                   # the pair's tiles in one load ("joint") or one each ("separate")
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
     # 2 KB stride, so launched side by side the heads' programs read each page together; with the batch
     # fastest, the programs running at once read pages of different sequences and each page's DRAM rows
     # are opened once per head (llama3_8b 266 -> 262 us: bench/results/2026-12-04-h200-sweep-16 call2).
-    kv_head, b, split = tl.program_id(0) * (2 if HEAD_PAIRS else 1), tl.program_id(1), tl.program_id(2)
+    kv_head, b, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if LAUNCH_DEPENDENTS:
         # Only permits the launch: the merge still waits for every split program's writes (gdc_wait).
         tl.extra.cuda.gdc_launch_dependents()
@@ -178,31 +173,17 @@ def _decode_split_kernel(
         m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
-        if HEAD_PAIRS:
-            heads_b, _, _, q_b = _query_group(q_ptr, b, kv_head + 1, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
-            m_b = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-            l_b = tl.zeros([GROUP_PAD], tl.float32)
-            acc_b = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
         while chunk * CHUNK < seq_len:
             start = chunk * CHUNK
             end = tl.minimum(start + CHUNK, seq_len)
-            if HEAD_PAIRS:
-                m_i, l_i, acc, m_b, l_b, acc_b = _attend_tile_pairs(
-                    q, m_i, l_i, acc, q_b, m_b, l_b, acc_b, start, end, bt_row, k_base, v_base, qk_scale_log2,
-                    stride_k_page, stride_k_tok, stride_k_head, stride_v_page, stride_v_tok, stride_v_head,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, JOINT)
-            else:
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, end, bt_row, k_base, v_base,
-                    qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+            m_i, l_i, acc = _attend_tiles(
+                q, m_i, l_i, acc, start, end, bt_row, k_base, v_base,
+                qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
         _store_slot(part_o_ptr, part_lse_ptr, b, split, heads, group_ok, offs_d, m_i, l_i, acc,
                     stride_po_b, stride_po_h, stride_po_s, stride_pl_b, stride_pl_h)
-        if HEAD_PAIRS:
-            _store_slot(part_o_ptr, part_lse_ptr, b, split, heads_b, group_ok, offs_d, m_b, l_b, acc_b,
-                        stride_po_b, stride_po_h, stride_po_s, stride_pl_b, stride_pl_h)
     else:
         split_tokens, live_splits = _split_layout(seq_len, num_splits, TILE)
         # Splits past the end of a short sequence hold nothing; stage 2 never reads their slots.
@@ -294,46 +275,6 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
 
 
 @triton.jit
-def _attend_tile_pairs(q, m_i, l_i, acc, q_b, m_b, l_b, acc_b, start, end, bt_row, k_base, v_base, qk_scale_log2,
-                       stride_k_page, stride_k_tok, stride_k_head, stride_v_page, stride_v_tok, stride_v_head,
-                       HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                       JOINT: tl.constexpr):
-    """`_attend_tiles` for two adjacent KV heads (k_base, v_base at the first; the second's state is *_b): the page
-    ids one iteration ahead, both heads' tiles loaded in the same iteration, each head's own dots and softmax."""
-    offs_d = tl.arange(0, HEAD_DIM)
-    offs_2d = tl.arange(0, 2 * HEAD_DIM)
-    first = start + tl.arange(0, TILE)
-    next_page_id = tl.load(bt_row + first // PAGE, mask=first < end, other=0)
-    for tok0 in range(start, end, TILE):
-        offs_n = tok0 + tl.arange(0, TILE)
-        tok_ok = offs_n < end
-        page_id = next_page_id.to(tl.int64)
-        ahead = offs_n + TILE
-        next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
-        slot = offs_n % PAGE
-        k_off = page_id * stride_k_page + slot * stride_k_tok
-        v_off = page_id * stride_v_page + slot * stride_v_tok
-        if JOINT:
-            # A token's two heads are one 2 x HEAD_DIM run (the host takes this path only where stride_k_head and
-            # stride_v_head are HEAD_DIM), split in registers: K transposed, [2 x HEAD_DIM, TILE] -> [2, HEAD_DIM,
-            # TILE] -> [HEAD_DIM, TILE, 2] (187 registers loaded [TILE, 2 x HEAD_DIM] and transposed after the split:
-            # at the cap, 8 bytes spilled; this way none), V [TILE, 2 x HEAD_DIM] -> [TILE, 2, HEAD_DIM] ->
-            # [TILE, HEAD_DIM, 2].
-            kk = tl.load(k_base + k_off[None, :] + offs_2d[:, None], mask=tok_ok[None, :], other=0.0)
-            k_a, k_b = tl.split(tl.permute(tl.reshape(kk, [2, HEAD_DIM, TILE]), (1, 2, 0)))
-            vv = tl.load(v_base + v_off[:, None] + offs_2d[None, :], mask=tok_ok[:, None], other=0.0)
-            v_a, v_b = tl.split(tl.permute(tl.reshape(vv, [TILE, 2, HEAD_DIM]), (0, 2, 1)))
-        else:
-            k_a = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
-            k_b = tl.load(k_base + stride_k_head + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
-            v_a = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-            v_b = tl.load(v_base + stride_v_head + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_step(q, k_a, v_a, m_i, l_i, acc, tok_ok, qk_scale_log2, DOT_PRECISION)
-        m_b, l_b, acc_b = _softmax_step(q_b, k_b, v_b, m_b, l_b, acc_b, tok_ok, qk_scale_log2, DOT_PRECISION)
-    return m_i, l_i, acc, m_b, l_b, acc_b
-
-
-@triton.jit
 def _softmax_step(q, k, v, m_i, l_i, acc, tok_ok, qk_scale_log2, DOT_PRECISION: tl.constexpr):
     """One tile of the online softmax for one head: k [HEAD_DIM, TILE] (transposed: the scores are one dot),
     v [TILE, HEAD_DIM]. What was accumulated so far is rescaled to the new running max."""
@@ -351,7 +292,7 @@ def _softmax_step(q, k, v, m_i, l_i, acc, tok_ok, qk_scale_log2, DOT_PRECISION: 
 def _merge_splits_kernel(
     part_o_ptr, part_lse_ptr, seq_lens_ptr, o_ptr,
     chunk_counter_ptr,                     # zeroed here for the next call (DYNAMIC)
-    num_splits, counter_heads, counters_per_seq,   # query heads per chunk counter, counters per sequence
+    num_splits, group, kv_heads,
     stride_po_b, stride_po_h, stride_po_s,
     stride_pl_b, stride_pl_h,
     stride_ob, stride_oh,
@@ -371,10 +312,9 @@ def _merge_splits_kernel(
     if WAIT_PRIMARY:
         tl.extra.cuda.gdc_wait()
     if DYNAMIC:
-        # After the split kernel, which has taken its last chunk: one program per counter (a sequence's KV head, or
-        # pair of them) zeroes the count.
-        if (head % counter_heads == 0) & (d_part == 0):
-            tl.store(chunk_counter_ptr + b * counters_per_seq + head // counter_heads, 0)
+        # After the split kernel, which has taken its last chunk: one program per (sequence, KV head) zeroes the count.
+        if (head % group == 0) & (d_part == 0):
+            tl.store(chunk_counter_ptr + b * kv_heads + head // group, 0)
     _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h + d0,
                 part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
                 o_ptr + b * stride_ob + head * stride_oh + d0,
@@ -432,14 +372,13 @@ def _whole_wave_splits(programs, most, slots):
     return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
-def _dynamic_splits(batch, kv_heads, max_pages, page, device, tile=TILE_N):
+def _dynamic_splits(batch, kv_heads, max_pages, page, device):
     """The dynamic split's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most
-    one a chunk of DYNAMIC_CHUNK_TILES `tile`-token tiles; 0 (the static split rule's grid) where that is fewer than
-    DYNAMIC_SPLIT_MIN_PROGRAMS or two. (With DYNAMIC_HEAD_PAIRS, `kv_heads` counts pairs of KV heads.)"""
+    one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
     if DYNAMIC_SPLIT_MIN_PROGRAMS is None:
         return 0
     per_pair = SPLIT_PROGRAMS_PER_SM * _sm_count(device) // (batch * kv_heads)
-    programs = min(per_pair, triton.cdiv(max_pages * page, tile * DYNAMIC_CHUNK_TILES))
+    programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N * DYNAMIC_CHUNK_TILES))
     return programs if programs >= max(2, DYNAMIC_SPLIT_MIN_PROGRAMS) else 0
 
 
@@ -485,16 +424,9 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     block_table = block_table.contiguous()
     seq_lens = seq_lens.contiguous()
 
-    # Two KV heads a dynamic program (DYNAMIC_HEAD_PAIRS): tiles of half the tokens, the same bytes.
-    paired = DYNAMIC_HEAD_PAIRS is not None and Hkv % 2 == 0
-    tile = TILE_N // 2 if paired else TILE_N
-    dynamic = _dynamic_splits(B, Hkv // 2 if paired else Hkv, block_table.shape[1], page, q.device, tile)
-    if not dynamic:
-        paired, tile = False, TILE_N
-    kv_programs = Hkv // 2 if paired else Hkv
-    joint = paired and DYNAMIC_HEAD_PAIRS == "joint" and k_cache.stride(2) == D and v_cache.stride(2) == D
+    dynamic = _dynamic_splits(B, Hkv, block_table.shape[1], page, q.device)
     num_splits = dynamic or _num_splits(B, Hkv, block_table.shape[1], page, q.device)
-    counters = _chunk_counters(q.device, B * kv_programs) if dynamic else seq_lens  # (unused without DYNAMIC)
+    counters = _chunk_counters(q.device, B * Hkv) if dynamic else seq_lens  # (unused without DYNAMIC)
     o = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
     direct = num_splits == 1
     if direct:  # no partials: stage 1 writes o (the partial pointers are unused)
@@ -509,7 +441,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
-    _decode_split_kernel[(kv_programs, B, num_splits)](
+    _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
@@ -519,17 +451,16 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
-        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=tile,
+        GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=tile * DYNAMIC_CHUNK_TILES,
-        HEAD_PAIRS=paired, JOINT=joint,
-        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES, **({"maxnreg": PAIR_JOINT_MAXNREG} if joint else {}),
+        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
+        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
         return o
     _merge_splits_kernel[(Hq, B, D // merge_d_block)](
         part_o, part_lse, seq_lens, o, counters,
-        num_splits, Hq // kv_programs, kv_programs,
+        num_splits, group, Hkv,
         part_o.stride(0), part_o.stride(1), part_o.stride(2),
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),

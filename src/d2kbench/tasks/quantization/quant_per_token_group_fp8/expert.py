@@ -49,11 +49,11 @@ MAX_WARPS = 4
 # call1, quant_min_warps, set by bench/pick_knobs.py).
 MIN_WARPS = 2
 # The scales amax / 448, correctly rounded either way: False, an IEEE division (div.rn.f32, with its slow-path branch);
-# True, amax times the rounded constant 1/448 and one FMA of correction, as the codes' quotients are made. The M=8
-# kernel is a latency chain whose length is its instructions (ncu: 113k against the comparator's 92k, which divides
-# approximately; bench/results/2026-12-05-owed-25 calls 2 and 1), and each thread runs this division once. Untimed:
-# bench/gpu_owed.sh `quant_scale_product`.
-SCALE_PRODUCT = False
+# True, amax times the rounded constant 1/448 and one FMA of correction, as the codes' quotients are made. On the
+# H200 the large workloads 1.5% (row-major, 85.5 -> 84.2 us) and 1.2% (column-major, 56.4 -> 55.7) faster, M=8 the
+# same 4.4 us (ncu: 115k -> 109k instructions, 3.07 us either way; bench/results/2026-12-06-owed-26 calls 1 and 4,
+# quant_scale_product, set by bench/pick_knobs.py).
+SCALE_PRODUCT = True
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
