@@ -165,25 +165,27 @@ def _decode_split_kernel(
     seq_len = tl.load(seq_lens_ptr + b)
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
-        bt_row = block_table_ptr + b * stride_bt_b
-        k_base = k_ptr + kv_head * stride_k_head
-        v_base = v_ptr + kv_head * stride_v_head
-        counter = chunk_counter_ptr + b * tl.num_programs(0) + tl.program_id(0)
         heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
         m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+        bt_row = block_table_ptr + b * stride_bt_b
+        k_base = k_ptr + kv_head * stride_k_head
+        v_base = v_ptr + kv_head * stride_v_head
+        counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
         while chunk * CHUNK < seq_len:
             start = chunk * CHUNK
-            end = tl.minimum(start + CHUNK, seq_len)
             m_i, l_i, acc = _attend_tiles(
-                q, m_i, l_i, acc, start, end, bt_row, k_base, v_base,
+                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
                 qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
                 HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
-        _store_slot(part_o_ptr, part_lse_ptr, b, split, heads, group_ok, offs_d, m_i, l_i, acc,
-                    stride_po_b, stride_po_h, stride_po_s, stride_pl_b, stride_pl_h)
+        po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
+              + offs_d[None, :])
+        tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
+        pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
+        tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)   # log2(0) = -inf: weighted 0 by the merge
     else:
         split_tokens, live_splits = _split_layout(seq_len, num_splits, TILE)
         # Splits past the end of a short sequence hold nothing; stage 2 never reads their slots.
@@ -215,17 +217,6 @@ def _decode_split_kernel(
                 tl.store(po, acc / l_i[:, None], mask=group_ok[:, None])
                 pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
                 tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)
-
-
-@triton.jit
-def _store_slot(part_o_ptr, part_lse_ptr, b, split, heads, group_ok, offs_d, m_i, l_i, acc,
-                stride_po_b, stride_po_h, stride_po_s, stride_pl_b, stride_pl_h):
-    """A dynamic program's partial output and log-sum-exp (base 2) for each real head of a group, in its slot; a
-    program that took no chunk writes an empty one (output 0, lse -inf)."""
-    po = part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s + offs_d[None, :]
-    tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
-    pl = part_lse_ptr + b * stride_pl_b + heads * stride_pl_h + split
-    tl.store(pl, m_i + tl.log2(l_i), mask=group_ok)   # log2(0) = -inf: weighted 0 by the merge
 
 
 @triton.jit
@@ -269,23 +260,19 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
 
         # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
         k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
+        s = tl.where(tok_ok[None, :], s, float("-inf"))
+
+        # Online softmax: rescale what was accumulated so far to the new running max.
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+
         v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-        m_i, l_i, acc = _softmax_step(q, k, v, m_i, l_i, acc, tok_ok, qk_scale_log2, DOT_PRECISION)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m_i = m_new
     return m_i, l_i, acc
-
-
-@triton.jit
-def _softmax_step(q, k, v, m_i, l_i, acc, tok_ok, qk_scale_log2, DOT_PRECISION: tl.constexpr):
-    """One tile of the online softmax for one head: k [HEAD_DIM, TILE] (transposed: the scores are one dot),
-    v [TILE, HEAD_DIM]. What was accumulated so far is rescaled to the new running max."""
-    s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
-    s = tl.where(tok_ok[None, :], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return m_new, l_i, acc
 
 
 @triton.jit
