@@ -7,7 +7,8 @@
 # Each step that ran to its end (exit 0, or 1: a target missed) is marked done in $STATE (default /tmp/d2k-owed, which survives between calls while
 # the machine stays warm) and skipped by the next call; a step cut off by its limit runs again next time.
 # The checks to run again after any change to the evaluator or an expert, the owed ones first: the knob sweeps of
-# bench/sweeps.sh, whose winners pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's kernel targets judged from it into targets.md;
+# bench/sweeps.sh, whose winners pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's
+# kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
@@ -72,7 +73,8 @@ once attn_sweep 90 python3 bench/sweep.py attn_decode_paged_gqa --rounds 6 --jso
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
 # quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
-# quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the two-warp expert's before the reciprocal).
+# quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the two-warp expert's before
+# the reciprocal).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m8_k7168_row
 # quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%
