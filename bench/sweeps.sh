@@ -1,7 +1,11 @@
 # The knob sweeps owed to the device, sourced by bench/gpu_owed.sh: SWEEPS names each sweep's step as NAME, or
 # NAME:KNOB,KNOB for a sweep that decides only those knobs (bench/pick_knobs.py), and run_sweeps runs their steps
 # (`once NAME LIMIT python3 bench/sweep.py ... --json "$R/NAME.json"`) before the bench, which times the experts with
-# the winners set. None are owed: the twenty-sixth session's (attn_waves, attn_pairs, quant_scale_product) are
-# decided in bench/results/2026-12-06-owed-26 call1.
-SWEEPS=()
-run_sweeps() { :; }
+# the winners set. Decided sweeps leave this file (the twenty-sixth session's: bench/results/2026-12-06-owed-26 call1).
+SWEEPS=(quant_flat_tiles:FLAT_TILES)
+run_sweeps() {
+  # quant's one-group tiles addressed from the program id (M=8: a latency chain whose load waited on an integer
+  # division); only M=8 takes them, so only M=8 is timed, three input draws in one process, the comparator beside.
+  once quant_flat_tiles 150 python3 bench/sweep.py quant_per_token_group_fp8 --workloads dsv3_m8_k7168_row \
+    --set FLAT_TILES=False,True --reps 200 --rounds 10 --seeds 7,8,9 --json "$R/quant_flat_tiles.json"
+}

@@ -292,6 +292,79 @@ def test_scales_by_the_corrected_product_are_amax_over_448_correctly_rounded_for
         assert np.mean(product != exact) > 0.5
 
 
+FLAT_TILES_SCRIPT = """
+import sys
+import torch
+from pathlib import Path
+from types import SimpleNamespace
+from d2kbench.evaluate import interp_fp8
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task
+assert interp_fp8.install()
+task = find_task("quant_per_token_group_fp8")
+shipped = load_module(task.expert_path, "flat_shipped")
+flat = load_module(Path(sys.argv[1]), "flat_variant")
+ref = load_module(task.reference_path, "flat_reference")
+
+
+class Spy:
+    # the kernel's launches, recording whether each took the flat tiles
+    def __init__(self, kernel):
+        self.kernel, self.flat = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.flat.append(kwargs["FLAT"])
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+spy = flat._quant_group_fp8_kernel = Spy(flat._quant_group_fp8_kernel)
+# (M, K, column_major, ue8m0, dtype, flat expected): one-group tiles (M=3), two-group tiles over a row of four
+# (M=1), a row of nine groups that one-row tiles of eight do not divide, column-major scales, a problem the
+# interpreter's 8-program target gives two-row tiles
+cases = [(3, 256, False, False, "float16", True), (1, 512, False, True, "float32", True),
+         (2, 1152, False, False, "float32", False), (3, 256, True, False, "float16", False),
+         (37, 1408, False, False, "float16", False)]
+for m, k, column_major, ue8m0, dtype, expected in cases:
+    workload = SimpleNamespace(params=dict(M=m, K=k, group=128, column_major=column_major, ue8m0=ue8m0), dtype=dtype)
+    x = ref.make_inputs(workload, 5, "cpu")[0]
+    q, s = flat.run(x, 128, column_major, ue8m0)
+    assert spy.flat[-1] is expected, (m, k, column_major, spy.flat[-1])
+    want_q, want_s = shipped.run(x, 128, column_major, ue8m0)
+    assert torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(s, want_s), (m, k)
+    assert s.stride() == want_s.stride()
+    oracle_q, oracle_s = ref.oracle(x, 128, column_major, ue8m0)
+    assert torch.equal(s, oracle_s), (m, k)
+print("ok")
+"""
+
+
+def flat_tiles_variant(tmp_path):
+    source = find_task("quant_per_token_group_fp8").expert_path.read_text()
+    assert source.count("FLAT_TILES = False\n") == 1
+    variant = tmp_path / "expert_flat.py"
+    variant.write_text(source.replace("FLAT_TILES = False\n", "FLAT_TILES = True\n"))
+    return variant
+
+
+def test_flat_tiles_give_the_shipped_codes_and_scales_where_they_are_taken(tmp_path):
+    """FLAT_TILES (offsets from the program id alone) on the shapes that take it, one-row tiles of whole groups with
+    row-major scales, and those that must not (a row the tile does not divide, column-major scales, two-row tiles):
+    codes and scales bit for bit the shipped kernel's, scales the oracle's."""
+    done = interpreted(FLAT_TILES_SCRIPT, str(flat_tiles_variant(tmp_path)))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_flat_tiles_compile_for_sm90_on_the_m8_workload(tmp_path):
+    """The flat path lowers for the H200 on the workload it is for (M=8: one group a program), without spills."""
+    task = find_task("quant_per_token_group_fp8")
+    kernels = compile_report(task, flat_tiles_variant(tmp_path), workload="dsv3_m8_k7168_row")
+    assert kernels and all(k["ok"] for k in kernels), kernels
+    assert [(k["constexprs"]["FLAT"], k["grid"], k.get("spill_store_bytes", 0)) for k in kernels] == \
+        [("True", [448], 0)], kernels
+
+
 TMA_BATCH = """
 import torch
 from d2kbench.evaluate.worker import load_module

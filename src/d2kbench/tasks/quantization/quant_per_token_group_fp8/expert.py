@@ -20,6 +20,8 @@ one 32-byte sector per column. Tiles shrink when the problem is small so the
 grid still fills the SMs.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -54,11 +56,19 @@ MIN_WARPS = 2
 # same 4.4 us (ncu: 115k -> 109k instructions, 3.07 us either way; bench/results/2026-12-06-owed-26 calls 1 and 4,
 # quant_scale_product, set by bench/pick_knobs.py).
 SCALE_PRODUCT = True
+# The small problems' tiles of one row's run of whole groups with row-major scales (M=8: one group a tile) are
+# contiguous in memory, their scales too, and always full. With this set their offsets are the program id times the
+# tile: no division by the tiles per row, which put about 40 dependent instructions (an integer division's
+# reciprocal and its corrections) before M=8's only load (sm_90 SASS: the load the 47th instruction, then the 11th),
+# and no masks. Off until swept on the H200.
+FLAT_TILES = False
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
 # Under the interpreter (CPU tensors) there is no SM count: pretend a tiny device so that
 # small test inputs still spread over several programs along every axis.
 INTERPRETER_TARGET_PROGRAMS = 8
+# Off the GPU outside the interpreter (the sm_90 compile report) the tiles are sized for the H200's SMs.
+_H200_SMS = 132
 _SM_COUNT = {}
 
 
@@ -89,7 +99,7 @@ def _quotient_by_reciprocal(num, den, inv):
 
 
 @triton.jit
-def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
+def _quantize_tile(x, offs, s_offs, groups_ok, q_ptr, s_ptr, eps,
                    POW2_SCALE: tl.constexpr, SCALE_BY_PRODUCT: tl.constexpr):
     """Codes and scales of one loaded tile (x in float32; the lanes of missing groups hold 0)."""
     FP8_MAX: tl.constexpr = 448.0
@@ -122,9 +132,6 @@ def _quantize_tile(x, rows, gcols, offs, groups_ok, q_ptr, s_ptr, stride_s_row, 
     y = tl.clamp(y, -FP8_MAX, FP8_MAX)
     tl.store(q_ptr + offs, y.to(q_ptr.dtype.element_ty), mask=groups_ok[:, :, None])
 
-    # Scale stores: contiguous along the row (row-major, wide tile) or down the column
-    # (column-major, tall tile).
-    s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
     tl.store(s_ptr + s_offs, scale, mask=groups_ok)
 
 
@@ -143,6 +150,7 @@ def _quant_group_fp8_kernel(
     BLOCK_G: tl.constexpr,  # groups per row per tile
     POW2_SCALE: tl.constexpr,  # round scales up to a power of two
     SCALE_BY_PRODUCT: tl.constexpr,  # scales as amax * (1/448) corrected, not divided (SCALE_PRODUCT)
+    FLAT: tl.constexpr,  # one row's full run of groups a tile, row-major scales: offsets from pid (FLAT_TILES)
 ):
     groups_per_row = n_cols // GROUP_SIZE
     # 1D grid, tiles in row-major order: neighbouring programs read neighbouring memory
@@ -151,10 +159,19 @@ def _quant_group_fp8_kernel(
     pid = tl.program_id(0)
     rows, gcols, offs, ok = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
                                           GROUP_SIZE, BLOCK_M, BLOCK_G)
+    # Scale stores: contiguous along the row (row-major, wide tile) or down the column
+    # (column-major, tall tile).
+    s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
+    if FLAT:
+        # The same offsets from the program id alone (BLOCK_M is 1): a group's scale sits at its index in the
+        # flattened [M * K / GROUP_SIZE] groups, and every group of the tile exists.
+        groups = pid.to(tl.int64) * BLOCK_G + tl.arange(0, BLOCK_G)[None, :]  # [1, BLOCK_G]
+        offs = (groups * GROUP_SIZE)[:, :, None] + tl.arange(0, GROUP_SIZE)[None, None, :]
+        s_offs = groups
+        ok = tl.full((BLOCK_M, BLOCK_G), 1, tl.int1)
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
-    _quantize_tile(x.to(tl.float32), rows, gcols, offs, ok, q_ptr, s_ptr, stride_s_row, stride_s_group, eps,
-                   POW2_SCALE, SCALE_BY_PRODUCT)
+    _quantize_tile(x.to(tl.float32), offs, s_offs, ok, q_ptr, s_ptr, eps, POW2_SCALE, SCALE_BY_PRODUCT)
 
 
 def _sm_count(device):
@@ -170,7 +187,11 @@ def _sm_count(device):
 def _target_programs(device):
     """How many programs the grid should have at least, to fill the device."""
     sms = _sm_count(device)
-    return INTERPRETER_TARGET_PROGRAMS if sms is None else PROGRAMS_PER_SM * sms
+    if sms is None:
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            return INTERPRETER_TARGET_PROGRAMS
+        sms = _H200_SMS
+    return PROGRAMS_PER_SM * sms
 
 
 def _tile_shape(n_rows, groups_per_row, column_major, target):
@@ -213,6 +234,7 @@ def run(x, group_size, column_major, ue8m0):
     tile_elems = block_m * block_g * group_size
     num_warps = max(MIN_WARPS, min(MAX_WARPS, tile_elems // ELEMS_PER_WARP))
     grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(groups_per_row, block_g),)
+    flat = FLAT_TILES and not column_major and block_m == 1 and groups_per_row % block_g == 0
     _quant_group_fp8_kernel[grid](
         x,
         q,
@@ -227,6 +249,7 @@ def run(x, group_size, column_major, ue8m0):
         BLOCK_G=block_g,
         POW2_SCALE=bool(ue8m0),
         SCALE_BY_PRODUCT=SCALE_PRODUCT,
+        FLAT=flat,
         num_warps=num_warps,
         num_stages=1,
     )
