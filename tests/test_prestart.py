@@ -67,7 +67,8 @@ def test_pairs_wait_per_task_and_the_oldest_beyond_the_limit_is_killed(toy_task,
 
 
 def test_a_pair_started_in_another_thread_is_not_taken(toy_task, pool):
-    """A worker dies with the thread that started it (`die_with_parent`): another thread must not rely on it."""
+    """Pairs belong to the thread that started them (a worker started as a fresh interpreter dies with that thread:
+    `die_with_parent`): another thread must not take them, and the next start kills those of a thread that ended."""
     started = []
 
     def evaluate_and_keep_pair():

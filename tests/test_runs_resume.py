@@ -13,9 +13,15 @@ from tests.conftest import FIXTURES, ROOT
 TOY = FIXTURES / "toy_axpy"
 
 
+# Each evaluation of the solution lasts this long at least (its import waits), so that a cell is surely mid-run
+# when the driver is killed (workers start in milliseconds: evaluating the bare toy takes under a second).
+SLOW_IMPORT_S = 4.0
+
+
 def write_replay(path):
-    """A recorded trajectory whose one reply writes the toy expert; the replay then submits it."""
-    arguments = json.dumps({"path": "solution.py", "content": (TOY / "expert.py").read_text()})
+    """A recorded trajectory whose one reply writes the toy expert, slowed at import; the replay then submits it."""
+    slowed = f"import time\ntime.sleep({SLOW_IMPORT_S})\n" + (TOY / "expert.py").read_text()
+    arguments = json.dumps({"path": "solution.py", "content": slowed})
     event = {"type": "response", "t": 0.0, "turn": 1, "text": "", "stop_reason": "tool_use",
              "tool_calls": [{"id": "call_1", "name": "write_file", "arguments": arguments}]}
     path.write_text(json.dumps(event) + "\n")
@@ -42,7 +48,7 @@ def test_kill_9_mid_cell_then_resume_runs_every_cell_exactly_once(tmp_path):
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and driver.poll() is None:
-            # seed 0 done and seed 1 mid-run (its final evaluation takes seconds)
+            # seed 0 done and seed 1 mid-run (each evaluation takes SLOW_IMPORT_S at least)
             if (out / "results.sqlite").exists() and statuses(out) == [("done",), ("running",)]:
                 break
             time.sleep(0.2)

@@ -190,6 +190,8 @@ class _NcuSandbox(Sandbox):
                          [*reading, *grant])
         self.ncu = ncu
 
+    forkable = False  # ncu starts the process it profiles
+
     def prepare(self, home: Path, spool: Path) -> list[str]:
         loopback = [sys.executable, "-m", "d2kbench.evaluate.sandbox", "--loopback-netns", "--"]
         return [*loopback, *self.ncu, *super().prepare(home, spool)]

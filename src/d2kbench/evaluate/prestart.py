@@ -7,9 +7,10 @@ has loaded nothing: the evaluation that takes it loads the task and the candidat
 worker still never holds code of another candidate.
 
 At most `PAIRS_PER_THREAD` pairs wait per thread, the oldest killed first; every waiting pair is killed when the
-process exits. Pairs belong to the thread that started them: a worker is killed when that thread ends
-(`worker.die_with_parent`), so only the same thread may take it (the agent's evaluation service runs each
-device's evaluations on a thread of its own).
+process exits. Pairs belong to the thread that started them, and only that thread may take them (the agent's
+evaluation service runs each device's evaluations on a thread of its own); the pairs of a thread that ended are
+killed by the next `start` (a worker started as a fresh interpreter dies with its thread already:
+`worker.die_with_parent`).
 """
 
 from __future__ import annotations

@@ -111,20 +111,29 @@ class Sandbox:
         self.cache_files: int | None = None  # files of its kept compile cache copied into its folder (GPU only)
         self.staged_uid: int | None = None
 
-    def prepare(self, home: Path, spool: Path) -> list[str]:
-        """Take a uid and a cgroup, hand the folders to the uid; the child's command prefix."""
+    forkable = True  # whether the worker may be forked from a server (`forkserver`): not under a profiler
+
+    def plan(self, home: Path, spool: Path) -> Plan:
+        """Take a uid and a cgroup, hand the folders to the uid; what the child applies to itself."""
         self.uid, self._uid_lock = acquire_uid()
         self.cgroup = make_cgroup(self.settings.max_tasks)
         for folder in (home, spool):
             _open_path_to(folder)
             if self.uid is not None:
                 os.chown(folder, self.uid, self.uid)
-        plan = Plan(
+        return Plan(
             uid=self.uid, cgroup=str(self.cgroup) if self.cgroup else None, home=str(home), spool=str(spool),
             hidden=self.hidden, memory_bytes=self.settings.memory_bytes or _half_ram(),
             cpu_seconds=self.settings.cpu_seconds, nproc=self.nproc, gpu=self.gpu,
             profiler_ports=self.profiler_ports, skip=self.skip, grant=self.grant,
         )
+
+    def prepare(self, home: Path, spool: Path) -> list[str]:
+        """`plan`, as the command prefix of a fresh interpreter that enters the sandbox and then is the worker."""
+        return self.command(self.plan(home, spool))
+
+    @staticmethod
+    def command(plan: Plan) -> list[str]:
         return [sys.executable, "-m", "d2kbench.evaluate.sandbox", json.dumps(asdict(plan)), "--"]
 
     def environment(self, env: dict[str, str], home: Path) -> dict[str, str]:
@@ -611,15 +620,20 @@ def main() -> None:
         except OSError as exc:
             print(f"sandbox: no loopback-only network namespace for the profiler: {exc}", file=sys.stderr)
         os.execvp(sys.argv[split + 1], sys.argv[split + 1 :])
-    plan = Plan(**json.loads(sys.argv[1]))
-    worker_args = sys.argv[split + 1 :]
-    status = enter(plan)
-    for name, why in status["missing"].items():
-        print(f"sandbox: {name} is not active: {why}", file=sys.stderr, flush=True)
-    from d2kbench.evaluate import channel
+    run_worker(json.loads(sys.argv[1]), sys.argv[split + 1 :])
 
-    fd_out = int(worker_args[worker_args.index("--fd-out") + 1])
-    channel.write_message(fd_out, {"ok": True, "sandbox": status})
+
+def run_worker(plan: dict[str, Any] | None, worker_args: list[str]) -> None:
+    """Enter the sandbox of `plan` (a `Plan` as a dict; None: none), say what is active on the reply pipe, then be
+    the worker with `worker_args`: in a fresh interpreter (`main`) or a fork of a server (`forkserver`)."""
+    if plan is not None:
+        status = enter(Plan(**plan))
+        for name, why in status["missing"].items():
+            print(f"sandbox: {name} is not active: {why}", file=sys.stderr, flush=True)
+        from d2kbench.evaluate import channel
+
+        fd_out = int(worker_args[worker_args.index("--fd-out") + 1])
+        channel.write_message(fd_out, {"ok": True, "sandbox": status})
     sys.argv = ["d2kbench.evaluate.worker", *worker_args]
     from d2kbench.evaluate import worker
 

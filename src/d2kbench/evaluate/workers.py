@@ -11,10 +11,11 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from d2kbench.evaluate import channel
+from d2kbench.evaluate import channel, forkserver
 from d2kbench.evaluate.sandbox import Sandbox, proc_state
 
 KILL_WAIT_S = 30.0  # how long a killed worker may take to exit before the evaluation goes on without it
@@ -91,23 +92,36 @@ class WorkerProcess:
         rep_r, rep_w = os.pipe()
         src_root = str(Path(__file__).resolve().parents[2])
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))}
-        args = ["--role", role, "--fd-in", str(req_r), "--fd-out", str(rep_w), "--spool", str(self.spool),
-                "--device", device, "--parent", str(os.getpid())]
-        command = [sys.executable, "-m", "d2kbench.evaluate.worker", *args]
+        args = ["--role", role, "--spool", str(self.spool), "--device", device, "--parent", str(os.getpid())]
+        fds = ["--fd-in", str(req_r), "--fd-out", str(rep_w)]
+        forked = forkserver.enabled() and (sandbox is None or sandbox.forkable)
+        plan = sandbox.plan(self.home, self.spool) if sandbox is not None and forked else None
+        command = [sys.executable, "-m", "d2kbench.evaluate.worker", *args, *fds]
+        if sandbox is not None and not forked:
+            command = [*sandbox.prepare(self.home, self.spool), *args, *fds]
         if sandbox is not None:
-            command = [*sandbox.prepare(self.home, self.spool), *args]
             env = sandbox.environment(env, self.home)
+        self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(req_r, rep_w),
-                cwd=self.home,
-                env=env,
-                start_new_session=True,  # its own process group: killed whole on timeout
-            )
+            if forked:
+                try:
+                    self.proc = forkserver.server_for(env).spawn(args, env, str(self.home), req_r, rep_w,
+                                                                 log.fileno(), asdict(plan) if plan else None)
+                except forkserver.ForkServerError as exc:
+                    print(f"d2kbench: {exc}; the worker starts as a fresh interpreter", file=sys.stderr, flush=True)
+                    if sandbox is not None and plan is not None:
+                        command = [*sandbox.command(plan), *args, *fds]
+            if self.proc is None:
+                self.proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(req_r, rep_w),
+                    cwd=self.home,
+                    env=env,
+                    start_new_session=True,  # its own process group: killed whole on timeout
+                )
         os.close(req_r)
         os.close(rep_w)
         self.fd_req, self.fd_rep = req_w, rep_r
