@@ -130,3 +130,33 @@ def test_one_server_serves_every_test_of_a_process():
     first = forkserver.server_for({**env, "PYTEST_CURRENT_TEST": "a (call)", "HOME": "/tmp/a"})
     assert forkserver.server_for({**env, "PYTEST_CURRENT_TEST": "b (call)", "HOME": "/tmp/b"}) is first
     assert forkserver.server_for({**env, "TRITON_INTERPRET": "1"}) is not first  # what the imports may read
+
+
+def test_a_process_forked_from_the_evaluator_starts_servers_of_its_own(tmp_path):
+    """Its parent's servers answer on sockets the two would share: the child forgets them (and the parent keeps its
+    own, working)."""
+    worker = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, ENV)
+    worker.wait_ready()
+    parents = set(forkserver._SERVERS.values())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a worker of its own, from a server of its own
+        ok = False
+        try:
+            os.close(read)
+            child = WorkerProcess("trusted", "cpu", tmp_path, tmp_path, ENV)
+            child.wait_ready()
+            ok = child.proc.server not in parents and child.alive
+            child.kill()
+        finally:
+            os.write(write, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+        os.waitpid(pid, 0)
+        assert worker.proc.server in parents and not worker.proc.server.closed and worker.alive
+        worker.request({"op": "drop", "slots": []}, timeout=30)
+    finally:
+        os.close(read)
+        worker.kill()

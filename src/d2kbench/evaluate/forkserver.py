@@ -203,7 +203,16 @@ def stop_servers() -> None:
         _SERVERS.clear()
 
 
+def _forget_servers() -> None:
+    """In a child forked from the evaluator: its servers are the parent's (their sockets shared): start new ones."""
+    for server in _SERVERS.values():
+        server.closed = True
+        server.sock.close()  # this process's copy only: the parent's server goes on
+    _SERVERS.clear()
+
+
 atexit.register(stop_servers)  # before prestart's: atexit runs it after the waiting workers are discarded
+os.register_at_fork(after_in_child=_forget_servers)
 
 
 # -- the server ----------------------------------------------------------------------------------------
