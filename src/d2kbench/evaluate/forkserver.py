@@ -104,7 +104,8 @@ class ForkServer:
 
     def _receive(self, timeout: float, until_exit: bool = False) -> dict[str, Any] | None:
         """The next message that is not an exit report (exit reports are recorded on the way), or None at the
-        timeout or once the server is gone. With `until_exit`, return after the first exit report or the timeout."""
+        timeout or once the server is gone. With `until_exit`, return once an exit report has come (with those queued
+        behind it) or at the timeout."""
         deadline = time.monotonic() + max(timeout, 0.0)
         while not self.closed:
             ready, _, _ = select.select([self.sock], [], [], max(deadline - time.monotonic(), 0.0))
