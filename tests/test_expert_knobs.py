@@ -302,8 +302,8 @@ from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
 assert interp_fp8.install()
 task = find_task("quant_per_token_group_fp8")
-shipped = load_module(task.expert_path, "flat_shipped")
-flat = load_module(Path(sys.argv[1]), "flat_variant")
+flat = load_module(task.expert_path, "flat_shipped")
+tiled = load_module(Path(sys.argv[1]), "flat_off")  # the kernel every other shape takes: the reference here
 ref = load_module(task.reference_path, "flat_reference")
 
 
@@ -331,7 +331,7 @@ for m, k, column_major, ue8m0, dtype, expected in cases:
     x = ref.make_inputs(workload, 5, "cpu")[0]
     q, s = flat.run(x, 128, column_major, ue8m0)
     assert spy.flat[-1] is expected, (m, k, column_major, spy.flat[-1])
-    want_q, want_s = shipped.run(x, 128, column_major, ue8m0)
+    want_q, want_s = tiled.run(x, 128, column_major, ue8m0)
     assert torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(s, want_s), (m, k)
     assert s.stride() == want_s.stride()
     oracle_q, oracle_s = ref.oracle(x, 128, column_major, ue8m0)
@@ -340,26 +340,26 @@ print("ok")
 """
 
 
-def flat_tiles_variant(tmp_path):
+def flat_tiles_off(tmp_path):
     source = find_task("quant_per_token_group_fp8").expert_path.read_text()
-    assert source.count("FLAT_TILES = False\n") == 1
-    variant = tmp_path / "expert_flat.py"
-    variant.write_text(source.replace("FLAT_TILES = False\n", "FLAT_TILES = True\n"))
+    assert source.count("FLAT_TILES = True\n") == 1
+    variant = tmp_path / "expert_flat_off.py"
+    variant.write_text(source.replace("FLAT_TILES = True\n", "FLAT_TILES = False\n"))
     return variant
 
 
-def test_flat_tiles_give_the_shipped_codes_and_scales_where_they_are_taken(tmp_path):
+def test_flat_tiles_give_the_other_tiles_codes_and_scales_where_they_are_taken(tmp_path):
     """FLAT_TILES (offsets from the program id alone) on the shapes that take it, one-row tiles of whole groups with
     row-major scales, and those that must not (a row the tile does not divide, column-major scales, two-row tiles):
-    codes and scales bit for bit the shipped kernel's, scales the oracle's."""
-    done = interpreted(FLAT_TILES_SCRIPT, str(flat_tiles_variant(tmp_path)))
+    codes and scales bit for bit the kernel's without it, scales the oracle's."""
+    done = interpreted(FLAT_TILES_SCRIPT, str(flat_tiles_off(tmp_path)))
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
-def test_flat_tiles_compile_for_sm90_on_the_m8_workload(tmp_path):
+def test_flat_tiles_compile_for_sm90_on_the_m8_workload():
     """The flat path lowers for the H200 on the workload it is for (M=8: one group a program), without spills."""
     task = find_task("quant_per_token_group_fp8")
-    kernels = compile_report(task, flat_tiles_variant(tmp_path), workload="dsv3_m8_k7168_row")
+    kernels = compile_report(task, task.expert_path, workload="dsv3_m8_k7168_row")
     assert kernels and all(k["ok"] for k in kernels), kernels
     assert [(k["constexprs"]["FLAT"], k["grid"], k.get("spill_store_bytes", 0)) for k in kernels] == \
         [("True", [448], 0)], kernels
