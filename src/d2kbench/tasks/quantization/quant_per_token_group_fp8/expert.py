@@ -61,9 +61,9 @@ SCALE_PRODUCT = True
 # the division by the tiles per row that put about 40 dependent instructions (an integer division's reciprocal and
 # its corrections) before M=8's only load (sm_90 SASS: the load the 47th instruction, then the 11th), and no masks.
 # On an H100, M=8 faster round by round in 88 of 120 rounds over four processes, slower in 6 (median 3%); ncu 3.46 ->
-# 3.26 us, 109k -> 73k instructions (bench/results/2026-12-06-owed-27 calls 1, 2 and 4). Shipped on that paired
-# evidence though the sweep's pick rule, whose bar is the shipped rounds' whole spread (11% on this 4.5 us replay),
-# did not take it; the H200's sweep is owed (bench/sweeps.sh).
+# 3.26 us, 109k -> 73k instructions (bench/results/2026-12-06-owed-27 calls 1, 2 and 4). Set by the pick rule's
+# round-by-round test (bench/pick_knobs.py; its whole-spread test alone, 11% on this 4.5 us replay, kept it off);
+# the H200's sweep is owed (bench/sweeps.sh).
 FLAT_TILES = True
 # Programs per SM we aim for when shrinking tiles on small problems.
 PROGRAMS_PER_SM = 2
