@@ -1,8 +1,9 @@
 """The sandbox around a candidate's worker process.
 
 The parent (`Sandbox`) prepares a uid, a pids cgroup and the candidate's folders; the child enters
-the sandbox at start, before it imports torch or the candidate (`python -m d2kbench.evaluate.sandbox
-PLAN -- WORKER_ARGS`), reports what it applied on the reply pipe, then runs the worker. In order:
+the sandbox at start, before it loads the candidate (`run_worker`: in a worker forked from a server that has
+imported torch, `forkserver`, or in a fresh interpreter, `python -m d2kbench.evaluate.sandbox PLAN --
+WORKER_ARGS`, before it imports torch), reports what it applied on the reply pipe, then runs the worker. In order:
 
 - **pids cgroup** (v2, or the v1 `pids` hierarchy): at most `max_tasks` processes and threads, all
   killed together; `pids.events` tells a fork bomb apart from other crashes.
