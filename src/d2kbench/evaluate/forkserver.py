@@ -29,7 +29,10 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
+
+from d2kbench.evaluate.sandbox import proc_state
 
 # Set per worker (the sandbox's own folders and user), so not part of what a server is started for.
 PER_WORKER_ENV = ("HOME", "TMPDIR", "TRITON_CACHE_DIR", "TRITON_HOME", "XDG_CACHE_HOME", "USER", "LOGNAME",
@@ -171,13 +174,8 @@ class ForkedProcess:
 
 
 def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether `pid` still runs: a zombie does not (where the machine's init reaps no orphans, one stays)."""
+    return proc_state(Path("/proc", str(pid), "stat")) not in ("Z", "X", "")
 
 
 _SERVERS: dict[tuple, ForkServer] = {}
