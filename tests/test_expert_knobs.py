@@ -52,13 +52,21 @@ SM90_ONLY_KNOBS = [
 ]
 
 
+def expert_variant(task, tmp_path, *replacements: tuple[str, str]):
+    """The task's expert.py with each (shipped, other) text replaced, each shipped text there exactly once; its path."""
+    source = task.expert_path.read_text()
+    for shipped, other in replacements:
+        assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
+        source = source.replace(shipped, other)
+    variant = tmp_path / "expert_variant.py"
+    variant.write_text(source)
+    return variant
+
+
 @pytest.mark.parametrize(("task_id", "shipped", "other"), KNOBS, ids=[k[2] for k in KNOBS])
 def test_the_other_setting_passes_the_cpu_workloads(task_id, shipped, other, tmp_path):
     task = find_task(task_id)
-    source = task.expert_path.read_text()
-    assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace(shipped, other))
+    variant = expert_variant(task, tmp_path, (shipped, other))
     result = evaluate(task, variant, EvalOptions(device="cpu", workloads=ONE_WORKLOAD.get(other)))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == len(ONE_WORKLOAD.get(other) or task.split("cpu"))
@@ -70,10 +78,7 @@ def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     """What the interpreter does not check: the variant lowers for the H200 (atomics' semantics, cache modifiers,
     shared memory) on the task's profile workload, spilling no more than the shipped expert is allowed to."""
     task = find_task(task_id)
-    source = task.expert_path.read_text()
-    assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace(shipped, other))
+    variant = expert_variant(task, tmp_path, (shipped, other))
     kernels = compile_report(task, variant)
     assert kernels, "the variant launched no Triton kernel"
     for k in kernels:
@@ -107,12 +112,7 @@ def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill,
     (sm_90 occupancy rules over registers and shared memory) and the spill that were timed. (The tile settings run
     the cpu workloads in the test above; the interpreter ignores register caps and warp counts.)"""
     task = find_task("muon_newton_schulz")
-    source = task.expert_path.read_text()
-    for shipped, other in replacements:
-        assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
-        source = source.replace(shipped, other)
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source)
+    variant = expert_variant(task, tmp_path, *replacements)
     sym = [k for k in compile_report(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
     assert sym and all(k["ok"] for k in sym)
     assert min(k["programs_per_sm"] for k in sym) == programs  # the launches whose registers limit them most
@@ -164,15 +164,10 @@ def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(t
     """Without the page ids ahead the split kernel is smaller (one K/V buffer) and more of its programs fit an SM:
     the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (on both Tritons)."""
     task = find_task("attn_decode_paged_gqa")
-    source = task.expert_path.read_text()
-    for old, new in (("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
-                     ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
-                     # the static grid (the dynamic kernel without the page ids ahead fits five programs per SM)
-                     ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None")):
-        assert source.count(old) == 1
-        source = source.replace(old, new)
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source)
+    variant = expert_variant(task, tmp_path, ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
+                             ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
+                             # the static grid (the dynamic kernel without the page ids ahead fits five programs per SM)
+                             ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"))
     module = load_module(variant, "test_whole_waves_without_prefetch")
     assert module.SPLIT_PROGRAMS_PER_SM == 4
     for triton_path in dict.fromkeys((None, DEVICE_TRITON)):  # the venv's Triton, and the H200's where installed
@@ -186,8 +181,7 @@ def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
     """What the compile report says of the rule's launch on the profile workload: 99 splits x 4 KV heads at three
     programs per SM, exactly one wave on 132 SMs."""
     task = find_task("attn_decode_paged_gqa")
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(task.expert_path.read_text().replace('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'))
+    variant = expert_variant(task, tmp_path, ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'))
     split = [k for k in compile_report(task, variant) if k["kernel"] == "_decode_split_kernel"]
     assert [(k["grid"], k["waves"]) for k in split] == [([4, 1, 99], 1.0)]
 
@@ -340,19 +334,13 @@ print("ok")
 """
 
 
-def flat_tiles_off(tmp_path):
-    source = find_task("quant_per_token_group_fp8").expert_path.read_text()
-    assert source.count("FLAT_TILES = True\n") == 1
-    variant = tmp_path / "expert_flat_off.py"
-    variant.write_text(source.replace("FLAT_TILES = True\n", "FLAT_TILES = False\n"))
-    return variant
-
-
 def test_flat_tiles_give_the_other_tiles_codes_and_scales_where_they_are_taken(tmp_path):
     """FLAT_TILES (offsets from the program id alone) on the shapes that take it, one-row tiles of whole groups with
     row-major scales, and those that must not (a row the tile does not divide, column-major scales, two-row tiles):
     codes and scales bit for bit the kernel's without it, scales the oracle's."""
-    done = interpreted(FLAT_TILES_SCRIPT, str(flat_tiles_off(tmp_path)))
+    variant = expert_variant(find_task("quant_per_token_group_fp8"), tmp_path,
+                             ("FLAT_TILES = True\n", "FLAT_TILES = False\n"))
+    done = interpreted(FLAT_TILES_SCRIPT, str(variant))
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
@@ -396,11 +384,7 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
 
 def muon_tma_variant(tmp_path):
     """The muon expert with its Q X products on the TMA kernel (MM_TMA_WS)."""
-    source = find_task("muon_newton_schulz").expert_path.read_text()
-    assert source.count("MM_TMA_WS = False") == 1
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("MM_TMA_WS = False", "MM_TMA_WS = True"))
-    return variant
+    return expert_variant(find_task("muon_newton_schulz"), tmp_path, ("MM_TMA_WS = False", "MM_TMA_WS = True"))
 
 
 def test_muons_tma_kernel_passes_the_cpu_workloads(tmp_path):
@@ -449,10 +433,7 @@ def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(triton_pat
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    source = task.expert_path.read_text()
-    assert source.count("MERGE_PDL = False") == 1
-    variant = tmp_path / "expert_variant.py"
-    variant.write_text(source.replace("MERGE_PDL = False", "MERGE_PDL = True"))
+    variant = expert_variant(task, tmp_path, ("MERGE_PDL = False", "MERGE_PDL = True"))
     kernels = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, variant)["kernels"]
     assert {k["kernel"] for k in kernels} == {"_decode_split_kernel", "_merge_splits_kernel"}
     assert all(k["ok"] and k["dependent_launch"] for k in kernels), kernels
