@@ -160,18 +160,19 @@ def _quant_group_fp8_kernel(
     # (and no grid-dimension limit for very many rows).
     n_group_blocks = tl.cdiv(groups_per_row, BLOCK_G)
     pid = tl.program_id(0)
-    rows, gcols, offs, ok = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
-                                          GROUP_SIZE, BLOCK_M, BLOCK_G)
-    # Scale stores: contiguous along the row (row-major, wide tile) or down the column
-    # (column-major, tall tile).
-    s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
     if FLAT:
-        # The same offsets from the program id alone (BLOCK_M is 1): a group's scale sits at its index in the
-        # flattened [M * K / GROUP_SIZE] groups, and every group of the tile exists.
+        # The offsets from the program id alone (BLOCK_M is 1): a group's scale sits at its index in the flattened
+        # [M * K / GROUP_SIZE] groups, and every group of the tile exists.
         groups = pid.to(tl.int64) * BLOCK_G + tl.arange(0, BLOCK_G)[None, :]  # [1, BLOCK_G]
         offs = (groups * GROUP_SIZE)[:, :, None] + tl.arange(0, GROUP_SIZE)[None, None, :]
         s_offs = groups
         ok = tl.full((BLOCK_M, BLOCK_G), 1, tl.int1)
+    else:
+        rows, gcols, offs, ok = _tile_offsets(pid, n_group_blocks, n_rows, n_cols, groups_per_row,
+                                              GROUP_SIZE, BLOCK_M, BLOCK_G)
+        # Scale stores: contiguous along the row (row-major, wide tile) or down the column
+        # (column-major, tall tile).
+        s_offs = rows[:, None] * stride_s_row + gcols[None, :] * stride_s_group
     # Single read of the tile; masked lanes read 0, which cannot raise a group's absmax.
     x = tl.load(x_ptr + offs, mask=ok[:, :, None], other=0.0)
     _quantize_tile(x.to(tl.float32), offs, s_offs, ok, q_ptr, s_ptr, eps, POW2_SCALE, SCALE_BY_PRODUCT)
