@@ -35,6 +35,13 @@ def run(x, y, alpha):
 """
 
 
+def fresh_candidate(toy_task, tmp_path):
+    """The toy's expert as `expert_run`, called by CHECKS' `run`."""
+    candidate = tmp_path / "fresh.py"
+    candidate.write_text(toy_task.expert_path.read_text().replace("def run(", "def expert_run(") + CHECKS)
+    return candidate
+
+
 def gone(pid: int, within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -50,9 +57,7 @@ def gone(pid: int, within_s: float = 10.0) -> bool:
 
 
 def test_a_forked_candidate_runs_in_its_own_folders_session_and_sandbox(toy_task, tmp_path):
-    candidate = tmp_path / "fresh.py"
-    source = toy_task.expert_path.read_text().replace("def run(", "def expert_run(")
-    candidate.write_text(source + CHECKS)
+    candidate = fresh_candidate(toy_task, tmp_path)
     result = evaluate(toy_task, candidate, EvalOptions(device="cpu", workloads=("n77_f16",)))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert forkserver._SERVERS, "the workers were not forked from a server"
@@ -160,3 +165,21 @@ def test_a_process_forked_from_the_evaluator_starts_servers_of_its_own(tmp_path)
     finally:
         os.close(read)
         worker.kill()
+
+
+def test_without_the_server_a_sandboxed_candidate_starts_as_a_fresh_interpreter(toy_task, tmp_path, monkeypatch):
+    """D2K_FORKSERVER=0 (and ncu's workers, and a server that fails): the sandbox's own entry in a new interpreter."""
+    monkeypatch.setenv("D2K_FORKSERVER", "0")
+    candidate = fresh_candidate(toy_task, tmp_path)
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen(command, *args, **kwargs):
+        started.append(command)
+        return real_popen(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    result = evaluate(toy_task, candidate, EvalOptions(device="cpu", workloads=("n77_f16",)))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+    assert any(c[1:3] == ["-m", "d2kbench.evaluate.sandbox"] for c in started)  # the candidate
+    assert any(c[1:3] == ["-m", "d2kbench.evaluate.worker"] for c in started)  # the trusted worker

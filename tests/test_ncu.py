@@ -257,3 +257,25 @@ def test_launch_shape_reads_tuples_and_grid_functions():
     assert launch_shape(lambda m: (triton.cdiv(m["n"], m["BLOCK"]),), meta, None) == {"grid": [8], "programs": 8}
     assert launch_shape(lambda m: (m["missing"],), meta, 2) == {}  # a grid it cannot read: no grid, no error
     assert "waves" not in launch_shape((10,), {}, 0)  # a kernel that does not fit on an SM has no waves
+
+
+def test_the_profiled_worker_starts_under_ncu_in_a_loopback_namespace_never_forked(tmp_path):
+    """ncu must start the process it profiles: its sandbox is not forkable, and its fresh interpreter's command is
+    the loopback-only namespace, then ncu, then the sandbox's own entry with its plan."""
+    import json
+    import sys
+
+    from d2kbench.suite import find_task
+
+    box = ncu._NcuSandbox(["ncu", "--flag"], find_task("quant_per_token_group_fp8"), "cuda:0")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "spool").mkdir()
+    try:
+        command = box.prepare(tmp_path / "home", tmp_path / "spool")
+    finally:
+        box.release()
+    assert not box.forkable
+    entry = [sys.executable, "-m", "d2kbench.evaluate.sandbox"]
+    assert command[:5] == [*entry, "--loopback-netns", "--"] and command[5:7] == ["ncu", "--flag"]
+    assert command[7:10] == entry and command[-1] == "--"
+    assert json.loads(command[10])["home"] == str(tmp_path / "home")

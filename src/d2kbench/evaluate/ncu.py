@@ -23,7 +23,7 @@ from pathlib import Path
 
 from d2kbench.evaluate import channel
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
-from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
+from d2kbench.evaluate.sandbox import Plan, Sandbox, SandboxSettings
 from d2kbench.evaluate.timing_guards import gpu_lock
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
 from d2kbench.suite import Task
@@ -192,9 +192,9 @@ class _NcuSandbox(Sandbox):
 
     forkable = False  # ncu starts the process it profiles
 
-    def prepare(self, home: Path, spool: Path) -> list[str]:
+    def command(self, plan: Plan) -> list[str]:
         loopback = [sys.executable, "-m", "d2kbench.evaluate.sandbox", "--loopback-netns", "--"]
-        return [*loopback, *self.ncu, *super().prepare(home, spool)]
+        return [*loopback, *self.ncu, *super().command(plan)]
 
 
 def profile_ncu(task: Task, candidate: Path | str, device: str = "cuda:0", workload: str | None = None,

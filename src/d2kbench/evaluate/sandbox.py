@@ -133,8 +133,8 @@ class Sandbox:
         """`plan`, as the command prefix of a fresh interpreter that enters the sandbox and then is the worker."""
         return self.command(self.plan(home, spool))
 
-    @staticmethod
-    def command(plan: Plan) -> list[str]:
+    def command(self, plan: Plan) -> list[str]:
+        """The command prefix of a fresh interpreter that enters the sandbox of `plan` and then is the worker."""
         return [sys.executable, "-m", "d2kbench.evaluate.sandbox", json.dumps(asdict(plan)), "--"]
 
     def environment(self, env: dict[str, str], home: Path) -> dict[str, str]:

@@ -94,26 +94,22 @@ class WorkerProcess:
         env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))}
         args = ["--role", role, "--spool", str(self.spool), "--device", device, "--parent", str(os.getpid())]
         fds = ["--fd-in", str(req_r), "--fd-out", str(rep_w)]
-        forked = forkserver.enabled() and (sandbox is None or sandbox.forkable)
-        plan = sandbox.plan(self.home, self.spool) if sandbox is not None and forked else None
-        command = [sys.executable, "-m", "d2kbench.evaluate.worker", *args, *fds]
-        if sandbox is not None and not forked:
-            command = [*sandbox.prepare(self.home, self.spool), *args, *fds]
+        plan = sandbox.plan(self.home, self.spool) if sandbox is not None else None
         if sandbox is not None:
             env = sandbox.environment(env, self.home)
         self.proc: subprocess.Popen | forkserver.ForkedProcess | None = None
         with open(self.log_path, "ab") as log:
-            if forked:
+            if forkserver.enabled() and (sandbox is None or sandbox.forkable):
                 try:
                     self.proc = forkserver.server_for(env).spawn(args, env, str(self.home), req_r, rep_w,
                                                                  log.fileno(), asdict(plan) if plan else None)
                 except forkserver.ForkServerError as exc:
                     print(f"d2kbench: {exc}; the worker starts as a fresh interpreter", file=sys.stderr, flush=True)
-                    if sandbox is not None and plan is not None:
-                        command = [*sandbox.command(plan), *args, *fds]
             if self.proc is None:
+                prefix = ([sys.executable, "-m", "d2kbench.evaluate.worker"] if sandbox is None
+                          else sandbox.command(plan))
                 self.proc = subprocess.Popen(
-                    command,
+                    [*prefix, *args, *fds],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
