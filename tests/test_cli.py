@@ -67,6 +67,19 @@ def test_bench_table_has_one_cell_per_column_with_errors_beside_the_references()
     assert "out 1.50e-03 / 4.00e-03" in rows[1] and "| - | 100.0 | 2.00x | - | - |" in rows[1]
 
 
+
+def test_bench_report_says_which_configuration_each_comparator_kernel_ran_and_why():
+    from d2kbench.suitecheck import _bench_markdown
+
+    pick = {"kernel": "triton_per_fused_0", "inductor_ms": {"X=1": 0.004, "X=2": 0.0042}, "inductor_pick": "X=1",
+            "kept": "X=2", "harness_ms": {"X=1": 0.0058, "X=2": 0.0043}}
+    work = {"name": "m8", "timings": {}, "comparator_picks": [pick, {**pick, "kept": "X=1", "harness_ms": {}}]}
+    text = _bench_markdown({"environment": {}, "date": "today", "results": [
+        {"task": "quant", "verdict": "pass", "workloads": [work]}]})
+    assert "- quant m8: triton_per_fused_0 Inductor picked X=1, kept X=2 (us: X=1 5.8, X=2 4.3)" in text
+    assert "- quant m8: triton_per_fused_0 Inductor picked X=1, the same\n" in text
+
+
 def test_the_command_line_starts_without_torch():
     """`d2k --help`, `d2k tasks ...` and usage errors answer at once: torch comes only with a command that
     evaluates (the judge's retries default once pulled the whole agent, and torch, in)."""

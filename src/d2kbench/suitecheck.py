@@ -98,7 +98,24 @@ def _bench_markdown(summary: dict) -> str:
                       f"- | {t['candidate']:.1f} | {w['speedup']:.2f}x | - | -")
             rows.append(f"| {r['task']} | {w['name']} | {t['reference']:.1f} | {versus} | {w['achieved_tbps']:.2f} | "
                         f"{w['achieved_tflops']:.1f} | {w['sol_fraction']:.0%} | {errors} |")
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n" + _picks_markdown(summary)
+
+
+def _picks_markdown(summary: dict) -> str:
+    """The comparator's Inductor kernels: the configuration Inductor picked, the one kept, and the comparator's
+    time with each configuration under the harness's timing (`evaluate/inductor_picks.py`)."""
+    lines = []
+    for r in summary["results"]:
+        for w in r["workloads"]:
+            for p in w.get("comparator_picks", []):
+                times = ", ".join(f"{config} {ms * 1e3:.1f}" for config, ms in p["harness_ms"].items())
+                kept = "the same" if p["kept"] == p["inductor_pick"] else f"kept {p['kept']}"
+                lines.append(f"- {r['task']} {w['name']}: {p['kernel']} Inductor picked {p['inductor_pick']}, {kept}"
+                             + (f" (us: {times})" if times else ""))
+    if not lines:
+        return ""
+    return ("\nThe comparator's Inductor kernels, each in the configuration the harness's timing of the whole "
+            "comparator found fastest:\n\n" + "\n".join(lines) + "\n")
 
 
 def _write(out: Path, stem: str, summary: dict, markdown: str) -> None:

@@ -141,6 +141,8 @@ class TimingPhase:
         self.batch_walls = {}
         if not self.gpu_uncontended(workload, wr):
             return
+        if self.options.comparator:
+            self.tune_comparator(workload, wr, slots)
         for rnd in range(self.options.rounds + 1):  # round 0 estimates each function's time
             if not self.timed_round(workload, wr, run, slots, rnd, fresh.get(rnd), replay_sets.get(rnd)):
                 return
@@ -159,6 +161,17 @@ class TimingPhase:
         self.check_unaccounted_time(workload, wr)  # first: times it cannot vouch for make the ratios below moot
         self.check_fresh_sets(workload, wr, run)
         self.score_workload(workload, wr)
+
+    def tune_comparator(self, workload: Workload, wr: WorkloadResult, slots: list[int]) -> None:
+        """The comparator's Inductor kernels each in the configuration the trusted worker's timing of the whole
+        comparator finds fastest, on the sets the baselines time and as its batches will be timed, before its
+        first timed batch: not Inductor's own pick, a draw on kernels of a few microseconds
+        (`inductor_picks`)."""
+        trusted_slots = [self.slot_id(workload.name, self.slot_set[workload.name][j]) for j in range(len(slots))]
+        reply = self.trusted_request_alone({
+            "op": "tune_comparator", "slots": trusted_slots, "graph": workload.latency_bound,
+            "batch_ms": self.options.batch_ms, "reps": [MIN_REPS, MAX_REPS], "warmup": WARMUP_CALLS})
+        wr.comparator_picks = reply["picks"]
 
     def make_sets_again(self, workload: Workload, slots: list[int]) -> bool:
         """The workload's correctness sets made again from their seeds (dropped after its correctness, so that the

@@ -14,6 +14,7 @@ import ctypes
 import importlib.util
 import os
 import signal
+import statistics
 import sys
 import time
 import traceback
@@ -297,6 +298,37 @@ class Worker:
             reply["inputs"] = {str(slot): self._written_after(self.slots[slot]) for slot in outputs}
         return reply
 
+    def tune_comparator(self, req: dict) -> dict:
+        """The comparator compiled at its first call, Inductor tuning its kernels, then each kernel Inductor tuned
+        in the configuration that this worker's timing of the whole comparator on `slots` finds fastest: graph
+        replays with `graph` (where the workload's graph replays are scored), batches of about `batch_ms`
+        (`inductor_picks`). On a CPU Inductor's kernels are C++, none tuned (and only tests time there)."""
+        if "comparator" not in self.functions:
+            return {"picks": []}
+        from d2kbench.evaluate import inductor_picks
+        from d2kbench.evaluate.timing import HostTimer, Timer
+
+        self.timer = self.timer or (Timer(self.device) if self.device.type == "cuda" else HostTimer())
+        fn = self.functions["comparator"]
+        slots = [int(s) for s in req["slots"]]
+
+        def call(slot: int) -> object:
+            return fn(*self._inputs_for("comparator", slot))
+
+        def batch(reps: int, warmup: int, graph: bool) -> float:
+            return statistics.median(self.timer.time(call, self._restore, slots, reps, warmup, graph)[0])
+
+        with torch.no_grad():  # as in its timed batches: a compilation's guards include the grad mode
+            with inductor_picks.recording() as tuned:
+                call(slots[0])
+            if not tuned:
+                return {"picks": []}
+            estimate = max(batch(len(slots), 1, False), 1e-3)
+            low, high = int(req["reps"][0]), int(req["reps"][1])
+            reps = max(low, len(slots), min(high, int(float(req["batch_ms"]) / estimate)))
+            picks = inductor_picks.retune(tuned, lambda: batch(reps, int(req["warmup"]), bool(req["graph"])))
+        return {"picks": [pick.to_json() for pick in picks]}
+
     def compile(self, req: dict) -> dict:
         """Call `run` on a slot with launches replaced by sm_90 compilation; the kernels' reports."""
         from d2kbench.evaluate.sm90 import CompileCapture
@@ -410,6 +442,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
         "ipc_check": worker.ipc_check,
         "call": worker.call,
         "time": worker.time,
+        "tune_comparator": worker.tune_comparator,
         "ceilings": worker.ceilings,
         "probe": worker.probe,
         "compile": worker.compile,

@@ -1,0 +1,171 @@
+"""The comparator's Inductor kernels: each configuration timed by the harness, the fastest kept
+(`evaluate/inductor_picks.py`). Inductor's own Triton kernels need a GPU; these tests drive the same code with
+stand-ins for its autotuners and launchers, and check the patches on the real `CachingAutotuner`."""
+
+from __future__ import annotations
+
+import time
+import types
+
+import torch
+import torch._inductor.config as inductor_config
+from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+from d2kbench.evaluate import inductor_picks
+from d2kbench.evaluate.worker import Worker
+
+
+class Launcher:
+    """A compiled configuration: Inductor keys its timings by launcher object."""
+
+    def __init__(self, config: str) -> None:
+        self.config = config
+
+
+def autotuner(name: str, inductor_ms: dict) -> tuple[types.SimpleNamespace, dict]:
+    """A tuned kernel as Inductor leaves it: its fastest launcher by its own timing the only one left."""
+    timings = {Launcher(config): ms for config, ms in inductor_ms.items()}
+    tuner = types.SimpleNamespace(inductor_meta={"kernel_name": name}, launchers=[min(timings, key=timings.get)])
+    return tuner, timings
+
+
+def test_each_kernel_keeps_the_configuration_the_harness_times_fastest_not_inductors_pick():
+    # Inductor timed XBLOCK=64 fastest; under the harness's replays it is the slowest of the three
+    a, a_times = autotuner("triton_red_a", {"XBLOCK=64": 0.0040, "XBLOCK=128": 0.0042, "XBLOCK=256": 0.0043})
+    b, b_times = autotuner("triton_poi_b", {"num_warps=4": 0.0010, "num_warps=8": 0.0011})
+    cost = {"XBLOCK=64": 5.8, "XBLOCK=128": 4.3, "XBLOCK=256": 4.5, "num_warps=4": 1.0, "num_warps=8": 0.5}
+    calls = []
+
+    def time_once() -> float:  # the whole comparator: both kernels as they are set now
+        calls.append((a.launchers[0].config, b.launchers[0].config))
+        return cost[a.launchers[0].config] + cost[b.launchers[0].config]
+
+    picks = inductor_picks.retune([(a, a_times), (b, b_times)], time_once, rounds=3)
+
+    assert [p.kept for p in picks] == ["XBLOCK=128", "num_warps=8"]
+    assert [p.inductor_pick for p in picks] == ["XBLOCK=64", "num_warps=4"]
+    assert a.launchers[0].config == "XBLOCK=128" and b.launchers[0].config == "num_warps=8"
+    assert picks[0].kernel == "triton_red_a"
+    assert picks[0].inductor_ms == {"XBLOCK=64": 0.0040, "XBLOCK=128": 0.0042, "XBLOCK=256": 0.0043}
+    assert picks[0].harness_ms == {"XBLOCK=64": 6.8, "XBLOCK=128": 5.3, "XBLOCK=256": 5.5}  # with b's first
+    # the second kernel is timed with the first at its kept configuration
+    assert picks[1].harness_ms == {"num_warps=4": 5.3, "num_warps=8": 4.8}
+    # three batches per configuration, each round's order the last one's reversed
+    assert len(calls) == 3 * 3 + 3 * 2
+    assert [c[0] for c in calls[:9]] == ["XBLOCK=64", "XBLOCK=128", "XBLOCK=256", "XBLOCK=256", "XBLOCK=128",
+                                         "XBLOCK=64", "XBLOCK=64", "XBLOCK=128", "XBLOCK=256"]
+    assert picks[0].to_json()["kept"] == "XBLOCK=128"
+
+
+def test_the_median_of_each_configurations_batches_decides_not_one_outlier():
+    a, times = autotuner("k", {"fast": 1.0, "slow": 2.0})
+    draws = {"fast": iter([1.0, 9.0, 1.0]), "slow": iter([1.5, 1.5, 1.5])}
+    picks = inductor_picks.retune([(a, times)], lambda: next(draws[a.launchers[0].config]))
+    assert picks[0].kept == "fast" and picks[0].harness_ms == {"fast": 1.0, "slow": 1.5}
+
+
+def test_configurations_inductor_could_not_time_are_left_out_and_one_left_is_not_timed():
+    a, times = autotuner("k", {"spills": float("inf"), "ok": 1.0})
+    calls = []
+    picks = inductor_picks.retune([(a, times)], lambda: calls.append(1) or 1.0)
+    assert calls == []  # nothing to choose between
+    assert picks[0].kept == picks[0].inductor_pick == "ok" and picks[0].harness_ms == {}
+    assert picks[0].inductor_ms["spills"] == float("inf")
+
+
+def static_launcher() -> tuple[Launcher, list[int]]:
+    """A launcher as newer Inductors make them: its kernel's module, closed by `_close_static_launcher`."""
+    closed: list[int] = []
+
+    class StaticKernel:
+        def run(self) -> None: ...
+
+        def close(self) -> None:
+            closed.append(1)
+
+    static = Launcher("a")
+    static._is_static = True
+    static.__globals__ = {"runner": StaticKernel().run}
+    return static, closed
+
+
+def test_recording_lists_what_inductor_tuned_turns_its_caches_off_and_restores_the_autotuner(monkeypatch):
+    tuned_by_inductor = {Launcher("a"): 2.0, Launcher("b"): 1.0}
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", lambda self, *a, **k: dict(tuned_by_inductor))
+    before = dict(CachingAutotuner.__dict__)
+    kernel = object()
+    assert not inductor_config.force_disable_caches
+    with inductor_picks.recording() as tuned:
+        assert inductor_config.force_disable_caches  # so that every process tunes: no pick from an earlier one
+        assert CachingAutotuner.benchmark_all_configs(kernel, "arg") == tuned_by_inductor
+        if "_close_static_launcher" in before:  # newer Inductors close the losers' launchers once tuned...
+            static, closed = static_launcher()
+            CachingAutotuner._close_static_launcher(static)
+            assert closed == []  # ...which must stay loaded here, to be timed again
+    if "_close_static_launcher" in before:
+        CachingAutotuner._close_static_launcher(static)
+        assert closed == [1]  # (the stand-in is one the real method closes)
+    assert tuned == [(kernel, tuned_by_inductor)]
+    assert not inductor_config.force_disable_caches
+    for name in ("benchmark_all_configs", "_close_static_launcher", "_release_static_launchers_except"):
+        assert CachingAutotuner.__dict__.get(name) is before.get(name)
+
+
+def test_recording_restores_the_autotuner_when_the_compilation_fails(monkeypatch):
+    original = CachingAutotuner.__dict__["benchmark_all_configs"]
+    try:
+        with inductor_picks.recording():
+            raise RuntimeError("the comparator failed to compile")
+    except RuntimeError:
+        pass
+    assert CachingAutotuner.__dict__["benchmark_all_configs"] is original
+    assert not inductor_config.force_disable_caches
+
+
+def test_the_trusted_worker_tunes_its_comparator_on_its_own_timing_of_the_slots_it_is_given(tmp_path, monkeypatch):
+    """`Worker.tune_comparator`: the comparator's first call inside the recording (here it "tunes" one kernel as
+    Inductor would), then each configuration timed by the worker's timer over whole comparator calls."""
+    kernel = types.SimpleNamespace(inductor_meta={"kernel_name": "triton_per_fused_amax"}, launchers=[])
+    slow, fast = Launcher("XBLOCK=1"), Launcher("XBLOCK=2")
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", lambda self, *a, **k: {slow: 1.0, fast: 2.0})
+    prepared, runs = [], []
+
+    def comparator(x: torch.Tensor) -> torch.Tensor:
+        if not kernel.launchers:  # the first call: compiled and tuned; Inductor keeps what it timed fastest
+            kernel.launchers = [min(timings := CachingAutotuner.benchmark_all_configs(kernel), key=timings.get)]
+        runs.append(kernel.launchers[0].config)
+        time.sleep(0.004 if kernel.launchers[0] is slow else 0.0)  # the harness sees the other way round
+        return x + 1
+
+    worker = Worker("trusted", tmp_path, "cpu")
+    worker.reference_module = types.SimpleNamespace(comparator_prepare=lambda x: prepared.append(x) or (x,))
+    worker.functions["comparator"] = comparator
+    for slot in (1, 2):
+        worker._store(slot, [torch.full((4,), float(slot))])
+    reply = worker.tune_comparator({"slots": [1, 2], "graph": False, "batch_ms": 5.0, "reps": [3, 200],
+                                    "warmup": 1})
+    (pick,) = reply["picks"]
+    assert pick["kernel"] == "triton_per_fused_amax"
+    assert pick["inductor_pick"] == "XBLOCK=1" and pick["kept"] == "XBLOCK=2"
+    assert pick["harness_ms"]["XBLOCK=1"] > 3.0 > pick["harness_ms"]["XBLOCK=2"]
+    assert kernel.launchers == [fast] and len(prepared) == 2
+    assert runs.count("XBLOCK=1") >= 3 * 3  # at least the smallest batch, three times
+    assert not inductor_config.force_disable_caches
+
+
+def test_a_worker_without_a_comparator_or_with_nothing_tuned_keeps_what_it_has(tmp_path):
+    worker = Worker("trusted", tmp_path, "cpu")
+    assert worker.tune_comparator({"slots": [1]}) == {"picks": []}
+    worker.reference_module = types.SimpleNamespace()
+    worker.functions["comparator"] = lambda x: x * 2  # eager: Inductor tunes nothing
+    worker._store(1, [torch.ones(4)])
+    assert worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200],
+                                   "warmup": 1}) == {"picks": []}
+
+
+def test_a_configuration_is_described_by_its_blocks_warps_and_stages():
+    import triton
+
+    assert inductor_picks.describe(triton.Config({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=2, num_stages=1)) == \
+        "XBLOCK=8 R0_BLOCK=512 warps=2 stages=1"
+    assert inductor_picks.describe("anything else") == "anything else"
