@@ -169,3 +169,15 @@ def test_a_configuration_is_described_by_its_blocks_warps_and_stages():
     assert inductor_picks.describe(triton.Config({"XBLOCK": 8, "R0_BLOCK": 512}, num_warps=2, num_stages=1)) == \
         "XBLOCK=8 R0_BLOCK=512 warps=2 stages=1"
     assert inductor_picks.describe("anything else") == "anything else"
+
+
+def test_a_torch_whose_inductor_lacks_the_autotuner_keeps_inductors_picks_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.delattr(CachingAutotuner, "benchmark_all_configs")
+    worker = Worker("trusted", tmp_path, "cpu")
+    worker.reference_module = types.SimpleNamespace()
+    calls = []
+    worker.functions["comparator"] = lambda x: calls.append(1) or x * 2
+    worker._store(1, [torch.ones(4)])
+    reply = worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200], "warmup": 1})
+    assert reply["picks"] == [] and "benchmark_all_configs not found" in reply["untuned"]
+    assert calls == []  # it is timed as before, untouched

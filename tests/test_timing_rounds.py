@@ -359,3 +359,32 @@ def test_a_failed_capture_puts_the_replay_set_in_place_again(evaluation, monkeyp
     assert [m["inputs"] for m in puts[0::2]] == [[f"set {sets + ROUNDS + rnd}"] for rnd in range(1, ROUNDS + 1)]
     assert wr.timings["candidate"].graph_median_ms is None
     assert evaluation.slot_set["n1m"] == {0: sets, **{i: i for i in range(1, sets)}}
+
+
+@pytest.mark.parametrize("untuned", [None, "no autotuner in this torch"])
+def test_the_comparator_is_tuned_on_the_baselines_sets_before_its_first_timed_batch(evaluation, monkeypatch,
+                                                                                     untuned):
+    """`TimingPhase.tune_comparator`: the trusted worker asked once per workload, before any timed batch, on the
+    slots the baselines time and as the workload's batches are scored (graph replays where latency-bound)."""
+    evaluation.options.comparator = True
+    asked = []
+    pick = {"kernel": "triton_per_fused_0", "inductor_pick": "XBLOCK=32", "kept": "XBLOCK=8"}
+
+    def trusted_request_alone(message):
+        asked.append((len(evaluation.events), message))
+        return {"picks": [pick], **({"untuned": untuned} if untuned else {})}
+
+    monkeypatch.setattr(evaluation, "trusted_request_alone", trusted_request_alone)
+    workload = evaluation.task.workload("n200")
+    wr = WorkloadResult("n200", "scored")
+    held = evaluation.slot_set[workload.name]
+    baselines_slots = [evaluation.slot_id(workload.name, held[j]) for j in range(len(held))]
+    evaluation.time_workload(workload, wr)
+    (before, message), = asked
+    assert before == 0 and message["op"] == "tune_comparator"  # ahead of every batch
+    assert message["graph"] == workload.latency_bound and message["batch_ms"] == evaluation.options.batch_ms
+    assert message["slots"] == baselines_slots
+    assert wr.comparator_picks == [pick]
+    assert ("batch", "comparator", False) in evaluation.events
+    assert [e for e in wr.errors if "comparator" in e] == (
+        [f"comparator: Inductor's own configurations kept ({untuned})"] if untuned else [])

@@ -35,16 +35,25 @@ class KernelPick:
         return asdict(self)
 
 
+class Untunable(RuntimeError):
+    """This torch's Inductor lacks what `recording` patches: the comparator keeps Inductor's own picks."""
+
+
 @contextmanager
 def recording() -> Iterator[list[tuple[Any, dict[Any, float]]]]:
     """Within it, Inductor compiles without its caches and each kernel it tunes is listed, with every
     configuration's launcher and Inductor's time for it (the losers' launchers stay loaded: newer Inductors close
     them once tuned)."""
     import torch._inductor.config as inductor_config
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+        original = CachingAutotuner.benchmark_all_configs
+    except (ImportError, AttributeError) as exc:
+        raise Untunable(f"Inductor's CachingAutotuner.benchmark_all_configs not found in torch "
+                        f"{torch_version()}: {exc}") from exc
     tuned: list[tuple[Any, dict[Any, float]]] = []
-    original = CachingAutotuner.benchmark_all_configs
 
     def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> dict[Any, float]:
         timings = original(self, *args, **kwargs)
@@ -93,6 +102,12 @@ def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], fl
             kept=describe(kept.config),
         ))
     return picks
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def describe(config: Any) -> str:

@@ -172,6 +172,8 @@ class TimingPhase:
             "op": "tune_comparator", "slots": trusted_slots, "graph": workload.latency_bound,
             "batch_ms": self.options.batch_ms, "reps": [MIN_REPS, MAX_REPS], "warmup": WARMUP_CALLS})
         wr.comparator_picks = reply["picks"]
+        if reply.get("untuned"):
+            wr.errors.append(f"comparator: Inductor's own configurations kept ({reply['untuned']})")
 
     def make_sets_again(self, workload: Workload, slots: list[int]) -> bool:
         """The workload's correctness sets made again from their seeds (dropped after its correctness, so that the

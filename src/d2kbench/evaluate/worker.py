@@ -319,8 +319,11 @@ class Worker:
             return statistics.median(self.timer.time(call, self._restore, slots, reps, warmup, graph)[0])
 
         with torch.no_grad():  # as in its timed batches: a compilation's guards include the grad mode
-            with inductor_picks.recording() as tuned:
-                call(slots[0])
+            try:
+                with inductor_picks.recording() as tuned:
+                    call(slots[0])
+            except inductor_picks.Untunable as exc:
+                return {"picks": [], "untuned": str(exc)}
             if not tuned:
                 return {"picks": []}
             estimate = max(batch(len(slots), 1, False), 1e-3)
