@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import torch
+
 ROUNDS = 3  # batches per configuration, in alternating order (the harness's rounds' own protection from drift)
 
 
@@ -52,7 +54,7 @@ def recording() -> Iterator[list[tuple[Any, dict[Any, float]]]]:
         original = CachingAutotuner.benchmark_all_configs
     except (ImportError, AttributeError) as exc:
         raise Untunable(f"Inductor's CachingAutotuner.benchmark_all_configs not found in torch "
-                        f"{torch_version()}: {exc}") from exc
+                        f"{torch.__version__}: {exc}") from exc
     tuned: list[tuple[Any, dict[Any, float]]] = []
 
     def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> dict[Any, float]:
@@ -102,12 +104,6 @@ def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], fl
             kept=describe(kept.config),
         ))
     return picks
-
-
-def torch_version() -> str:
-    import torch
-
-    return torch.__version__
 
 
 def describe(config: Any) -> str:

@@ -116,7 +116,7 @@ class WorkloadResult:
     # place of `fresh_slowdown` where the graph replays are scored (`Evaluation.check_fresh_sets`)
     replay_fresh_slowdown: list[float] = field(default_factory=list)
     fresh_replays: dict[str, list[dict[str, float]]] = field(default_factory=dict)
-    # the comparator's Inductor kernels that were tuned in this workload's batches: each configuration's time by
+    # the comparator's Inductor kernels tuned before this workload's timed batches: each configuration's time by
     # Inductor and under the harness's timing, Inductor's pick and the one kept (`inductor_picks.KernelPick`)
     comparator_picks: list[dict[str, Any]] = field(default_factory=list)
 
