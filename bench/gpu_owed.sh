@@ -10,6 +10,7 @@
 # bench/sweeps.sh, whose winners pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's
 # kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
+# latency_floor: M=8 against the floor of its traffic;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
 # baseline on the same machine):
@@ -84,6 +85,10 @@ for i in 1 2 3 4 5 6; do
   once "quant_m8_process$i" 60 python3 bench/sweep.py quant_per_token_group_fp8 --workloads dsv3_m8_k7168_row \
     --reps 200 --rounds 6 --json "$R/quant_m8_process$i.json"
 done
+# M=8 against the floor of its own traffic under the harness's timing (an empty launch; one load and one dependent
+# store at several grids): on the H100 both the expert and the comparator sit 4-7% above it
+# (bench/results/2026-12-06-owed-28 calls 5-6); the step's log is its table.
+once latency_floor 90 python3 bench/diag/latency_floor.py
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py
