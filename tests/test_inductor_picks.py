@@ -181,3 +181,43 @@ def test_a_torch_whose_inductor_lacks_the_autotuner_keeps_inductors_picks_and_sa
     reply = worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200], "warmup": 1})
     assert reply["picks"] == [] and "benchmark_all_configs not found" in reply["untuned"]
     assert calls == []  # it is timed as before, untouched
+
+
+def test_a_worker_says_when_it_times_a_comparator_it_never_tuned(tmp_path):
+    """A trusted worker started again after the tuning (a retried request) compiles the comparator afresh in
+    Inductor's own configurations: its comparator batches say so."""
+    worker = Worker("trusted", tmp_path, "cpu")
+    worker.reference_module = types.SimpleNamespace()
+    worker.functions["comparator"] = lambda x: x * 2
+    worker._store(1, [torch.ones(4)])
+    timed = {"fn": "comparator", "slots": [1], "reps": 3, "warmup": 1}
+    assert worker.time(timed)["comparator_untuned"] is True
+    worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200], "warmup": 1})
+    assert "comparator_untuned" not in worker.time(timed)
+
+
+def test_the_parent_notes_once_that_a_comparator_ran_untuned(toy_task, monkeypatch):
+    from d2kbench.evaluate import hardware
+    from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
+    from d2kbench.evaluate.result import WorkloadResult
+    from d2kbench.evaluate.timing_phase import UNTUNED_COMPARATOR
+
+    monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": 1e6})
+    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+
+    def trusted_request(message, timeout=None, original=ev.trusted_request):
+        if message["op"] == "time":  # timing itself needs a GPU
+            return {"times_ms": [0.1, 0.1], "comparator_untuned": True}
+        return original(message, timeout)
+
+    try:
+        ev.start_trusted(ev.spawn("trusted"))
+        assert ev.start_candidate(ev.spawn("candidate"))
+        ev.trusted_request = trusted_request
+        wr = WorkloadResult("n200", "cpu")
+        for fn in ("reference", "comparator", "comparator"):
+            assert ev.timed_batch(toy_task.workload("n200"), wr, fn, ev.trusted, [0], 2, graph=False,
+                                  validate=False) == [0.1, 0.1]
+        assert wr.errors == [UNTUNED_COMPARATOR]
+    finally:
+        ev.close()

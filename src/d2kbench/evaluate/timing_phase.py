@@ -37,6 +37,8 @@ GRAPH_REPLAY_WRONG = (
 WARMUP_CALLS = 3  # untimed calls at the start of each timed batch...
 WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this long (at least one)
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
+UNTUNED_COMPARATOR = ("comparator: timed in a trusted worker started after its tuning, in Inductor's own "
+                      "configurations")
 SUSTAINED_MIN_MS = 1.0  # the shortest call whose batches get `EvalOptions.sustained_ms` of warm-up calls more
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round (`balanced_orders`)
 
@@ -397,6 +399,8 @@ class TimingPhase:
                 self.result.add(self.candidate_fault(exc, workload))
                 return None
         times = [float(t) for t in reply["times_ms"]]
+        if fn == "comparator" and reply.get("comparator_untuned") and UNTUNED_COMPARATOR not in wr.errors:
+            wr.errors.append(UNTUNED_COMPARATOR)  # a trusted worker started again after `tune_comparator`
         if holds is not None:
             self.slot_set[workload.name][holds[0]] = holds[1]
         if fn == "candidate" and reply.get("persisting_l2_bytes"):

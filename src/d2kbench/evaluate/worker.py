@@ -92,6 +92,7 @@ class Worker:
         self.functions: dict[str, Any] = {}
         self.prepared: dict[int, tuple] = {}
         self.timer = None
+        self.comparator_tuned = False  # `tune_comparator` ran in this process (a restarted worker's has not)
         self.probe_buffers: list[torch.Tensor] = []
         self.launches = integrity.TritonLaunches()
         self.stages_s: dict[str, float] = {}  # this request's seconds per stage (reported with the reply)
@@ -290,6 +291,8 @@ class Worker:
             )
         reserved = l2.persisting_l2_bytes() or 0
         reply: dict[str, Any] = {"times_ms": times, "persisting_l2_bytes": reserved if reserved > cleared else 0}
+        if fn_name == "comparator" and not self.comparator_tuned:
+            reply["comparator_untuned"] = True
         if req.get("return_outputs"):
             reply["outputs"] = {
                 str(slot): [self.pack(o) for o in as_tuple(out)]
@@ -305,6 +308,7 @@ class Worker:
         (`inductor_picks`). On a CPU Inductor's kernels are C++, none tuned (and only tests time there)."""
         if "comparator" not in self.functions:
             return {"picks": []}
+        self.comparator_tuned = True
         from d2kbench.evaluate import inductor_picks
         from d2kbench.evaluate.timing import HostTimer, Timer
 
