@@ -106,14 +106,14 @@ DYNAMIC_CHUNK_TILES = 4
 # give the runs the stream measured, and one load's split in registers costs twice what it saves.
 
 # Each page's K and V rows of a KV head loaded by the TMA unit, one 16-token box a page ([PAGE, D], 4 KB at D = 128),
-# through descriptors over the cache seen as [num_pages x PAGE, Hkv x D] rows, instead of one 16-byte load a thread
-# per run (the tile's loads are then one instruction a box, not 256 a page); one page an iteration, the online
-# softmax per page. Why: the 128k sequence streams at 81% of the H200's copy rate while a sum-only stream of the
-# same pages reaches 85-97%, and the notes read its gap as load issue (docs/perf/attention.md: "one instruction per
-# 512-byte run"). Compiled for sm_90 on Triton 3.6 and 3.9 it pipelines the boxes (cp.async.bulk.tensor,
-# mbarriers; Triton's warp specialization does not take this loop on either); checked in the interpreter against the
-# pointer path. Off until the H200 times it (bench/sweeps.sh `attn_tma_pages`). Prediction: the 128k sequence
-# 77 -> 70-74 us; the other workloads within 2%.
+# through descriptors over the cache seen as [num_pages x PAGE, Hkv x D] rows, instead of 16-byte loads (256 of
+# them a page and head, two instructions a thread); one page an iteration, the online softmax per page. Why: the
+# 128k sequence streams at 81% of the H200's copy rate while a sum-only stream of the same pages reaches 85-97%,
+# and the notes read its gap as load issue (docs/perf/attention.md: "one instruction per 512-byte run"). Compiled
+# for sm_90 on Triton 3.6 and 3.9 it pipelines the boxes (cp.async.bulk.tensor, mbarriers; Triton's warp
+# specialization does not take this loop on either); checked in the interpreter against the pointer path. Off
+# until the H200 times it (bench/sweeps.sh `attn_tma_pages`). Prediction: the 128k sequence 77 -> 70-74 us; the
+# other workloads within 2%.
 TMA_PAGES = False
 
 _SM_COUNT = {}
