@@ -149,6 +149,8 @@ def test_the_trusted_worker_tunes_its_comparator_on_its_own_timing_of_the_slots_
     assert pick["inductor_pick"] == "XBLOCK=1" and pick["kept"] == "XBLOCK=2"
     assert pick["harness_ms"]["XBLOCK=1"] > 3.0 > pick["harness_ms"]["XBLOCK=2"]
     assert kernel.launchers == [fast] and len(prepared) == 2
+    assert set(reply["seconds"]) == {"first_call", "batches"}
+    assert reply["seconds"]["batches"] > 3 * 3 * 0.004  # at least the slow configuration's calls
     assert runs.count("XBLOCK=1") >= 3 * 3  # at least the smallest batch, three times
     assert not inductor_config.force_disable_caches
 
@@ -159,8 +161,8 @@ def test_a_worker_without_a_comparator_or_with_nothing_tuned_keeps_what_it_has(t
     worker.reference_module = types.SimpleNamespace()
     worker.functions["comparator"] = lambda x: x * 2  # eager: Inductor tunes nothing
     worker._store(1, [torch.ones(4)])
-    assert worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200],
-                                   "warmup": 1}) == {"picks": []}
+    reply = worker.tune_comparator({"slots": [1], "graph": False, "batch_ms": 5.0, "reps": [3, 200], "warmup": 1})
+    assert reply["picks"] == [] and set(reply["seconds"]) == {"first_call"}
 
 
 def test_a_configuration_is_described_by_its_blocks_warps_and_stages():

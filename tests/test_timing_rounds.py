@@ -372,7 +372,8 @@ def test_the_comparator_is_tuned_on_the_baselines_sets_before_its_first_timed_ba
 
     def trusted_request_alone(message):
         asked.append((len(evaluation.events), message))
-        return {"picks": [pick], **({"untuned": untuned} if untuned else {})}
+        return {"picks": [pick], "seconds": {"first_call": 4.0, "batches": 2.0},
+                **({"untuned": untuned} if untuned else {})}
 
     monkeypatch.setattr(evaluation, "trusted_request_alone", trusted_request_alone)
     workload = evaluation.task.workload("n200")
@@ -384,7 +385,7 @@ def test_the_comparator_is_tuned_on_the_baselines_sets_before_its_first_timed_ba
     assert before == 0 and message["op"] == "tune_comparator"  # ahead of every batch
     assert message["graph"] == workload.latency_bound and message["batch_ms"] == evaluation.options.batch_ms
     assert message["slots"] == baselines_slots
-    assert wr.comparator_picks == [pick]
+    assert wr.comparator_picks == [pick] and wr.comparator_tuning_s == {"first_call": 4.0, "batches": 2.0}
     assert ("batch", "comparator", False) in evaluation.events
     assert [e for e in wr.errors if "comparator" in e] == (
         [f"comparator: Inductor's own configurations kept ({untuned})"] if untuned else [])

@@ -174,6 +174,7 @@ class TimingPhase:
             "op": "tune_comparator", "slots": trusted_slots, "graph": workload.latency_bound,
             "batch_ms": self.options.batch_ms, "reps": [MIN_REPS, MAX_REPS], "warmup": WARMUP_CALLS})
         wr.comparator_picks = reply["picks"]
+        wr.comparator_tuning_s = reply.get("seconds", {})
         if reply.get("untuned"):
             wr.errors.append(f"comparator: Inductor's own configurations kept ({reply['untuned']})")
 

@@ -322,19 +322,24 @@ class Worker:
         def batch(reps: int, warmup: int, graph: bool) -> float:
             return statistics.median(self.timer.time(call, self._restore, slots, reps, warmup, graph)[0])
 
+        started = time.perf_counter()
         with torch.no_grad():  # as in its timed batches: a compilation's guards include the grad mode
             try:
                 with inductor_picks.recording() as tuned:
                     call(slots[0])
             except inductor_picks.Untunable as exc:
                 return {"picks": [], "untuned": str(exc)}
+            first_call_s = time.perf_counter() - started
             if not tuned:
-                return {"picks": []}
+                return {"picks": [], "seconds": {"first_call": first_call_s}}
             estimate = max(batch(len(slots), 1, False), 1e-3)
             low, high = int(req["reps"][0]), int(req["reps"][1])
             reps = max(low, len(slots), min(high, int(float(req["batch_ms"]) / estimate)))
             picks = inductor_picks.retune(tuned, lambda: batch(reps, int(req["warmup"]), bool(req["graph"])))
-        return {"picks": [pick.to_json() for pick in picks]}
+        # where the tuning's time goes: the first call (compilation without caches, Inductor's own tuning) and the
+        # harness's batches
+        seconds = {"first_call": first_call_s, "batches": time.perf_counter() - started - first_call_s}
+        return {"picks": [pick.to_json() for pick in picks], "seconds": seconds}
 
     def compile(self, req: dict) -> dict:
         """Call `run` on a slot with launches replaced by sm_90 compilation; the kernels' reports."""
