@@ -1,5 +1,7 @@
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,20 @@ class StandInCandidate:
 
     def log_tail(self):
         return ""
+
+
+@contextmanager
+def started_evaluation(task, **options) -> Iterator:
+    """An evaluation on the CPU of the task's expert with its trusted and candidate workers started, closed after."""
+    from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
+
+    ev = Evaluation(task, task.expert_path, EvalOptions(device="cpu", **options))
+    try:
+        ev.start_trusted(ev.spawn("trusted"))
+        assert ev.start_candidate(ev.spawn("candidate"))
+        yield ev
+    finally:
+        ev.close()
 
 
 def stand_in_timing(ev, monkeypatch, timed_batch, rotate=lambda workload, slots: True) -> None:

@@ -10,7 +10,7 @@ import torch
 
 from d2kbench.evaluate.evaluator import EvalOptions, Evaluation, InfraError, evaluate
 from d2kbench.evaluate.report import format_result
-from tests.conftest import HANG_TIMEOUT_S, PLANTED
+from tests.conftest import HANG_TIMEOUT_S, PLANTED, started_evaluation
 
 CASES = [
     ("wrong_values.py", "incorrect", "mismatch"),
@@ -169,16 +169,12 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
         return {"copy_bytes_per_s": ceiling}
 
     monkeypatch.setattr(hardware, "ceilings", measured_once)
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", quiet_wait_s=0.3))
     states = []  # the candidate's process state at each trusted request
+    with started_evaluation(toy_task, quiet_wait_s=0.3) as ev:
+        def trusted_request(message, timeout=None, original=ev.trusted_request):
+            states.append((message["op"], candidate_state(ev)))
+            return original(message, timeout)
 
-    def trusted_request(message, timeout=None, original=ev.trusted_request):
-        states.append((message["op"], candidate_state(ev)))
-        return original(message, timeout)
-
-    try:
-        ev.start_trusted(ev.spawn("trusted"))
-        assert ev.start_candidate(ev.spawn("candidate"))
         ev.trusted_request = trusted_request
         wr = WorkloadResult("n200", "cpu")
         assert ev.gpu_uncontended(toy_task.workload("n200"), wr) is not contended
@@ -190,8 +186,6 @@ def test_timing_refuses_a_gpu_that_something_else_shares(toy_task, monkeypatch, 
             assert wr.drained_s >= 0.3  # it waited for the GPU to drain before it gave up
         else:
             assert ev.result.verdict == "pass" and wr.drained_s == 0.0  # quiet at the first probe: no wait
-    finally:
-        ev.close()
 
 
 @pytest.mark.parametrize("ceiling,contended", [(1e6, False), (1e15, True)])
@@ -204,18 +198,14 @@ def test_each_baseline_batch_waits_for_a_quiet_gpu_with_the_candidate_stopped(to
     from d2kbench.evaluate.result import WorkloadResult
 
     monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": ceiling})
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu", quiet_wait_s=0.3))
     seen = []
+    with started_evaluation(toy_task, quiet_wait_s=0.3) as ev:
+        def trusted_request(message, timeout=None, original=ev.trusted_request):
+            seen.append((message["op"], candidate_state(ev)))
+            if message["op"] == "time":  # timing itself needs a GPU
+                return {"times_ms": [0.1, 0.1]}
+            return original(message, timeout)
 
-    def trusted_request(message, timeout=None, original=ev.trusted_request):
-        seen.append((message["op"], candidate_state(ev)))
-        if message["op"] == "time":  # timing itself needs a GPU
-            return {"times_ms": [0.1, 0.1]}
-        return original(message, timeout)
-
-    try:
-        ev.start_trusted(ev.spawn("trusted"))
-        assert ev.start_candidate(ev.spawn("candidate"))
         ev.trusted_request = trusted_request
         wr = WorkloadResult("n200", "cpu")
         times = ev.timed_batch(toy_task.workload("n200"), wr, "reference", ev.trusted, [0], 2, graph=False,
@@ -228,18 +218,13 @@ def test_each_baseline_batch_waits_for_a_quiet_gpu_with_the_candidate_stopped(to
             assert times == [0.1, 0.1] and seen == [("probe", "T"), ("time", "T"), ("probe", "T")]
             assert ev.result.verdict == "pass"
         assert candidate_state(ev) != "T"  # going on afterwards
-    finally:
-        ev.close()
 
 
 def test_a_persisting_l2_carve_out_left_by_the_candidates_batch_is_integrity(toy_task, monkeypatch):
     """The worker reports the carve-out its process holds after a timed batch (it zeroed it before)."""
     from d2kbench.evaluate.result import WorkloadResult
 
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
-    try:
-        ev.start_trusted(ev.spawn("trusted"))
-        assert ev.start_candidate(ev.spawn("candidate"))
+    with started_evaluation(toy_task) as ev:
         monkeypatch.setattr(ev.cand, "request", lambda message, timeout=None: {  # timing itself needs a GPU
             "times_ms": [0.1, 0.1], "persisting_l2_bytes": 30 << 20})
         wr = WorkloadResult("n200", "cpu")
@@ -247,8 +232,6 @@ def test_a_persisting_l2_carve_out_left_by_the_candidates_batch_is_integrity(toy
                               validate=False) is None
         assert (ev.result.verdict, ev.result.reason) == ("integrity", "persisting_l2")
         assert "31457280 bytes of L2" in ev.result.detail
-    finally:
-        ev.close()
 
 
 @pytest.mark.parametrize("sandboxed", [True, False])

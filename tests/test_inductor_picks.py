@@ -13,6 +13,7 @@ from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
 from d2kbench.evaluate import inductor_picks
 from d2kbench.evaluate.worker import Worker
+from tests.conftest import started_evaluation
 
 
 class Launcher:
@@ -200,26 +201,19 @@ def test_a_worker_says_when_it_times_a_comparator_it_never_tuned(tmp_path):
 
 def test_the_parent_notes_once_that_a_comparator_ran_untuned(toy_task, monkeypatch):
     from d2kbench.evaluate import hardware
-    from d2kbench.evaluate.evaluator import EvalOptions, Evaluation
     from d2kbench.evaluate.result import WorkloadResult
     from d2kbench.evaluate.timing_phase import UNTUNED_COMPARATOR
 
     monkeypatch.setattr(hardware, "ceilings", lambda device, request: {"copy_bytes_per_s": 1e6})
-    ev = Evaluation(toy_task, toy_task.expert_path, EvalOptions(device="cpu"))
+    with started_evaluation(toy_task) as ev:
+        def trusted_request(message, timeout=None, original=ev.trusted_request):
+            if message["op"] == "time":  # timing itself needs a GPU
+                return {"times_ms": [0.1, 0.1], "comparator_untuned": True}
+            return original(message, timeout)
 
-    def trusted_request(message, timeout=None, original=ev.trusted_request):
-        if message["op"] == "time":  # timing itself needs a GPU
-            return {"times_ms": [0.1, 0.1], "comparator_untuned": True}
-        return original(message, timeout)
-
-    try:
-        ev.start_trusted(ev.spawn("trusted"))
-        assert ev.start_candidate(ev.spawn("candidate"))
         ev.trusted_request = trusted_request
         wr = WorkloadResult("n200", "cpu")
         for fn in ("reference", "comparator", "comparator"):
             assert ev.timed_batch(toy_task.workload("n200"), wr, fn, ev.trusted, [0], 2, graph=False,
                                   validate=False) == [0.1, 0.1]
         assert wr.errors == [UNTUNED_COMPARATOR]
-    finally:
-        ev.close()
