@@ -26,8 +26,6 @@ KNOBS = [
     # runs a grid's programs in turn, so the first takes every chunk), on all three cpu workloads
     ("attn_decode_paged_gqa", "DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
      "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-    # each page's K and V rows loaded as one TMA box (the interpreter runs the descriptors), one page an iteration
-    ("attn_decode_paged_gqa", "TMA_PAGES = False", "TMA_PAGES = True"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     # one warp for the one-group tiles of small problems, as before (the cpu workloads' tiles are small too)
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
@@ -534,55 +532,3 @@ def test_the_merge_of_dynamic_splits_weighs_empty_slots_zero_even_a_whole_first_
     empty (lse -inf), must give the weighted merge of the rest, not NaN (-inf - -inf), and zero the counters."""
     proc = interpreted(EMPTY_FIRST_BLOCK)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
-
-
-TMA_PAGES_TAILS = """
-import torch
-from d2kbench.evaluate.worker import load_module
-from d2kbench.suite import find_task
-
-task = find_task("attn_decode_paged_gqa")
-ref = load_module(task.reference_path, "tma_pages_ref")
-module = load_module(task.expert_path, "tma_pages_expert")
-for dynamic in (16, 2):  # the static splits, then run-time chunks of one tile (several a program, some left none)
-    module.DYNAMIC_SPLIT_MIN_PROGRAMS, module.DYNAMIC_CHUNK_TILES = dynamic, 4 if dynamic == 16 else 1
-    for workload in task.split("cpu"):
-        q, k, v, table, lens, scale = ref.make_inputs(workload, 11, "cpu")
-        outs = {}
-        for tma in (False, True):
-            module.TMA_PAGES = tma
-            outs[tma] = module.run(q, k, v, table, lens, scale).float()
-        assert module._tma_pages(k, v), workload.name
-        # the two paths add the same products in other orders (pages of 16 against tiles of 64)
-        torch.testing.assert_close(outs[True], outs[False], atol=2e-3, rtol=2e-3)
-        # rows past each sequence's end in its last page: stale in a real pool, here not finite
-        page, poisoned = k.shape[1], 0
-        k, v = k.clone(), v.clone()
-        for b in range(table.shape[0]):
-            last, rest = int(table[b, (int(lens[b]) - 1) // page]), int(lens[b]) % page
-            if rest:
-                k[last, rest:], v[last, rest:] = float("nan"), float("inf")
-                poisoned += 1
-        assert poisoned, workload.name
-        assert torch.equal(module.run(q, k, v, table, lens, scale).float(), outs[True]), workload.name
-"""
-
-
-def test_attentions_tma_pages_match_the_pointer_tiles_and_ignore_the_last_pages_tail():
-    """TMA_PAGES in the interpreter on every cpu workload, static and dynamic splits: the outputs agree with the
-    pointer path's, and NaN or Inf in the rows past a sequence's end (a TMA box has no row mask) change nothing."""
-    done = interpreted(TMA_PAGES_TAILS)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-@pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_attentions_tma_pages_compile_to_pipelined_bulk_tensor_loads(triton_path, tmp_path):
-    """What TMA_PAGES is for, with this machine's Triton and the H200's: the split kernel's K/V pages loaded by the
-    TMA unit (cp.async.bulk.tensor), no spill."""
-    if triton_path == "device" and not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("TMA_PAGES = False", "TMA_PAGES = True"))
-    kernels = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, variant)["kernels"]
-    split = [k for k in kernels if k["kernel"] == "_decode_split_kernel"]
-    assert split and all(k["ok"] and k["tma"] and not k.get("spill_store_bytes") for k in split), split

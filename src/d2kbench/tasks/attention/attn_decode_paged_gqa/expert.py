@@ -104,17 +104,12 @@ DYNAMIC_CHUNK_TILES = 4
 # tl.permute, tl.split: 184 registers, run capped at 168), 79.0 us with each head's tile its own load (152 registers);
 # three programs per SM either way (bench/results/2026-12-06-owed-26 call1, attn_pairs). Not kept: two loads do not
 # give the runs the stream measured, and one load's split in registers costs twice what it saves.
-
-# Each page's K and V rows of a KV head loaded by the TMA unit, one 16-token box a page ([PAGE, D], 4 KB at D = 128),
-# through descriptors over the cache seen as [num_pages x PAGE, Hkv x D] rows, instead of 16-byte loads (256 of
-# them a page and head, two instructions a thread); one page an iteration, the online softmax per page. Why: the
-# 128k sequence streams at 81% of the H200's copy rate while a sum-only stream of the same pages reaches 85-97%,
-# and the notes read its gap as load issue (docs/perf/attention.md: "one instruction per 512-byte run"). Compiled
-# for sm_90 on Triton 3.6 and 3.9 it pipelines the boxes (cp.async.bulk.tensor, mbarriers; Triton's warp
-# specialization does not take this loop on either); checked in the interpreter against the pointer path. Off
-# until the H200 times it (bench/sweeps.sh `attn_tma_pages`). Prediction: the 128k sequence 77 -> 70-74 us; the
-# other workloads within 2%.
-TMA_PAGES = False
+# Each page's K and V rows of the KV head as one TMA box ([16, D] through descriptors over the caches' [rows, Hkv x D]
+# view), one page an iteration: slower on every scored workload on the H100, the 128k sequence 100.7 -> 106-122 us at
+# 4-8 stages, llama3_70b 699 -> 723-875 (bench/results/2026-12-06-owed-29). ncu (128k): the same 7.6 cycles between
+# issues, 18% occupancy achieved either way, DRAM 81 -> 64% of peak: a 16-token page an iteration costs more
+# instructions a byte (mbarrier waits, a small MMA and the softmax per page) than 16-byte loads of 64-token tiles save.
+# Not kept (without a gather in Hopper's TMA, a page per box is all it can do at 16-token pages).
 
 _SM_COUNT = {}
 
@@ -142,7 +137,6 @@ def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, block_table_ptr, seq_lens_ptr, part_o_ptr, part_lse_ptr,
     o_ptr,                                 # written here with a single split
     chunk_counter_ptr,                     # [batch, KV heads] int32, zero on entry (DYNAMIC)
-    kv_rows,                               # num_pages x PAGE: the caches' rows seen as [rows, Hkv x D] (TMA)
     qk_scale_log2,                         # softmax scale * log2(e): scores land in base 2
     num_splits,
     stride_qb, stride_qh,
@@ -163,8 +157,6 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
-    KV_HEADS: tl.constexpr,                # Hkv (TMA: the rows' width is KV_HEADS x HEAD_DIM)
-    TMA: tl.constexpr,                     # K/V pages loaded by the TMA unit (TMA_PAGES)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -177,14 +169,6 @@ def _decode_split_kernel(
         tl.extra.cuda.gdc_launch_dependents()
 
     seq_len = tl.load(seq_lens_ptr + b)
-    if TMA:  # (the caches are contiguous: the host checks it)
-        k_src = tl.make_tensor_descriptor(k_ptr, shape=[kv_rows, KV_HEADS * HEAD_DIM],
-                                          strides=[KV_HEADS * HEAD_DIM, 1], block_shape=[PAGE, HEAD_DIM])
-        v_src = tl.make_tensor_descriptor(v_ptr, shape=[kv_rows, KV_HEADS * HEAD_DIM],
-                                          strides=[KV_HEADS * HEAD_DIM, 1], block_shape=[PAGE, HEAD_DIM])
-    else:
-        k_src = k_ptr + kv_head * stride_k_head
-        v_src = v_ptr + kv_head * stride_v_head
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
         heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
@@ -192,14 +176,16 @@ def _decode_split_kernel(
         l_i = tl.zeros([GROUP_PAD], tl.float32)
         acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
         bt_row = block_table_ptr + b * stride_bt_b
+        k_base = k_ptr + kv_head * stride_k_head
+        v_base = v_ptr + kv_head * stride_v_head
         counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
         while chunk * CHUNK < seq_len:
             start = chunk * CHUNK
             m_i, l_i, acc = _attend_tiles(
-                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_src, v_src, kv_head,
+                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
                 qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, TMA)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
@@ -219,10 +205,12 @@ def _decode_split_kernel(
             l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
             acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
             bt_row = block_table_ptr + b * stride_bt_b
+            k_base = k_ptr + kv_head * stride_k_head
+            v_base = v_ptr + kv_head * stride_v_head
             m_i, l_i, acc = _attend_tiles(
-                q, m_i, l_i, acc, start, end, bt_row, k_src, v_src, kv_head, qk_scale_log2,
+                q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
                 stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, TMA)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             if DIRECT:
                 # The only split: its normalised output is the output (a merge of one split would
                 # multiply it by exp2(0) and divide by 1).
@@ -251,29 +239,12 @@ def _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
 
 
 @triton.jit
-def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_src, v_src, kv_head, qk_scale_log2,
+def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
                   stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  PREFETCH_PAGES: tl.constexpr, TMA: tl.constexpr):
+                  PREFETCH_PAGES: tl.constexpr):
     """The online softmax (m_i, l_i, acc) carried over the tokens [start, end) of one sequence and KV head, tile by
-    tile through the block table: `k_src`, `v_src` are the KV head's base pointers, or with TMA the caches'
-    descriptors (one page a tile)."""
-    if TMA:
-        m_i, l_i, acc = _attend_pages(q, m_i, l_i, acc, start, end, bt_row, k_src, v_src, kv_head * HEAD_DIM,
-                                      qk_scale_log2, PAGE, DOT_PRECISION)
-    else:
-        m_i, l_i, acc = _attend_pointer_tiles(q, m_i, l_i, acc, start, end, bt_row, k_src, v_src, qk_scale_log2,
-                                              stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                                              HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
-    return m_i, l_i, acc
-
-
-@triton.jit
-def _attend_pointer_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
-                          stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                          HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr,
-                          DOT_PRECISION: tl.constexpr, PREFETCH_PAGES: tl.constexpr):
-    """`_attend_tiles` through pointers: TILE tokens a tile, each token's row of the KV head gathered by its page."""
+    tile through the block table."""
     offs_d = tl.arange(0, HEAD_DIM)
     first = start + tl.arange(0, TILE)
     next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
@@ -305,33 +276,6 @@ def _attend_pointer_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, 
         l_i = l_i * alpha + tl.sum(p, 1)
 
         v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
-    return m_i, l_i, acc
-
-
-@triton.jit
-def _attend_pages(q, m_i, l_i, acc, start, end, bt_row, k_desc, v_desc, col, qk_scale_log2,
-                  PAGE: tl.constexpr, DOT_PRECISION: tl.constexpr):
-    """`_attend_tiles` one page at a time, each page's K and V rows of the KV head (columns col..col + HEAD_DIM of
-    the caches' [rows, Hkv x D] view) one TMA box each, the next page's id loaded one iteration ahead. `start` is a
-    whole number of pages (splits and chunks are whole tiles)."""
-    next_page_id = tl.load(bt_row + start // PAGE)
-    for tok0 in range(start, end, PAGE):
-        page_id = next_page_id
-        ahead = tok0 + PAGE
-        next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
-        tok_ok = tok0 + tl.arange(0, PAGE) < end   # only the range's last page is ragged
-        k = k_desc.load([page_id * PAGE, col])                                  # [PAGE, HEAD_DIM]
-        s = tl.dot(q, k.T, input_precision=DOT_PRECISION) * qk_scale_log2         # [GROUP_PAD, PAGE]
-        s = tl.where(tok_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        # A box has no row mask: rows past the sequence end are whatever the page holds (stale values, maybe
-        # not finite), so they are zeroed, not only weighted 0 (0 x NaN is NaN).
-        v = tl.where(tok_ok[:, None], v_desc.load([page_id * PAGE, col]), 0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
     return m_i, l_i, acc
@@ -460,19 +404,6 @@ def _merge_launch(num_splits, head_dim, heads, device):
     return d_block, block, min(8, max(1, triton.next_power_of_2(warps)))
 
 
-def _tma_pages(k_cache, v_cache):
-    """TMA_PAGES where the descriptors can take the caches: contiguous [num_pages, PAGE, Hkv, D] (rows of Hkv x D),
-    16-byte aligned, pages of at least the dot's 16 rows, and a row count that fits the TMA's 32-bit coordinates."""
-    num_pages, page, _, _ = k_cache.shape
-    return (TMA_PAGES and page >= MMA_MIN_M and (page & (page - 1)) == 0 and num_pages * page < 2**31
-            and all(c.is_contiguous() and c.data_ptr() % 16 == 0 for c in (k_cache, v_cache)))
-
-
-def _descriptor_scratch(device, size, alignment, stream):
-    """Global scratch for the descriptors the split kernel makes (Triton asks the allocator set for it)."""
-    return torch.empty(size, dtype=torch.int8, device=device)
-
-
 def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     B, Hq, D = q.shape
     _, page, Hkv, _ = k_cache.shape
@@ -501,13 +432,10 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     # float32 inputs: keep full precision in the dots (no TF32); others use the plain MMA.
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
-    tma = _tma_pages(k_cache, v_cache)
-    if tma:
-        triton.set_allocator(functools.partial(_descriptor_scratch, q.device))
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
     _decode_split_kernel[(Hkv, B, num_splits)](
-        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters, k_cache.shape[0] * page,
+        q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
         float(scale) * LOG2E, num_splits,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -519,7 +447,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        KV_HEADS=Hkv, TMA=tma,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
