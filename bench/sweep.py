@@ -187,7 +187,7 @@ def main() -> int:
             with inductor_picks.recording() if on_gpu else contextlib.nullcontext([]) as tuned:
                 prepared = ref.comparator_prepare(*inputs) if hasattr(ref, "comparator_prepare") else inputs
                 ref.comparator(*prepared)  # compiled, and its kernels tuned by Inductor, here
-            # ...then each in the configuration the harness's timing finds fastest, as the evaluator does
+            # ...then each in the configuration the harness's timing finds clearly fastest, as the evaluator does
             picks = inductor_picks.retune(tuned, functools.partial(comparator_ms, timer, ref.comparator, prepared,
                                                                    args.reps, graph))
             for pick in picks:

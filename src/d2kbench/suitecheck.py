@@ -114,8 +114,8 @@ def _picks_markdown(summary: dict) -> str:
                              + (f" (us: {times})" if times else ""))
     if not lines:
         return ""
-    return ("\nThe comparator's Inductor kernels, each in the configuration the harness's timing of the whole "
-            "comparator found fastest:\n\n" + "\n".join(lines) + "\n")
+    return ("\nThe comparator's Inductor kernels: Inductor's pick kept unless another configuration's every batch of "
+            "the whole comparator beat every batch of it (us: medians):\n\n" + "\n".join(lines) + "\n")
 
 
 def _write(out: Path, stem: str, summary: dict, markdown: str) -> None:

@@ -1,16 +1,20 @@
-"""The comparator's Inductor kernels, each run in the configuration the harness's own timing finds fastest.
+"""The comparator's Inductor kernels, each run in the configuration the harness's own timing finds clearly fastest.
 
 Inductor picks among a generated kernel's configurations at its first call, timing each launch alone (L2 cleared
 between launches), and keeps the pick in a cache on disk for every later process. On a kernel of a few microseconds
 the configurations' times under the harness's replays can differ by a third where Inductor's own timing sees noise
 (quant's M=8: bench/results/2026-12-05-owed-24 call7), so "x the comparator" was a draw. `recording()` compiles with
-Inductor's caches off, so that every process tunes, and keeps each configuration's launcher loaded; `retune` then
-times the comparator with each configuration of each tuned kernel in turn, under the caller's timing, keeps the
-fastest, and says what Inductor picked, what the harness kept, and why.
+Inductor's autotune cache bypassed, so that every process tunes, and keeps each configuration's launcher loaded;
+`retune` then times the comparator with each configuration of each tuned kernel in turn, under the caller's timing,
+and says what Inductor picked, what the harness kept, and why. Inductor's pick is replaced only by a configuration
+whose every batch beat every batch of it: on a comparator of milliseconds a kernel's configurations differ by less
+than the batches' own spread, and a pick by medians there followed the noise against Inductor's clear timing of the
+kernel alone (muon's batch: bench/results/2026-12-06-owed-29).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterator
@@ -43,12 +47,16 @@ class Untunable(RuntimeError):
 
 @contextmanager
 def recording() -> Iterator[list[tuple[Any, dict[Any, float]]]]:
-    """Within it, Inductor compiles without its caches and each kernel it tunes is listed, with every
-    configuration's launcher and Inductor's time for it (the losers' launchers stay loaded: newer Inductors close
-    them once tuned)."""
+    """Within it, every kernel Inductor generates is tuned at its first call, whatever an earlier process's
+    autotune cache says, and listed with every configuration's launcher and Inductor's time for it (the losers'
+    launchers stay loaded: newer Inductors close them once tuned). Only the autotune cache is bypassed: a compiled
+    graph found in Inductor's FX graph cache keeps all its configurations (the cache is written before any is
+    tuned) and saves the compilation; where this Inductor has no `check_autotune_cache` to bypass, every cache is
+    off."""
     import torch._inductor.config as inductor_config
 
     try:
+        from torch._inductor.runtime import triton_heuristics
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
         original = CachingAutotuner.benchmark_all_configs
@@ -68,21 +76,34 @@ def recording() -> Iterator[list[tuple[Any, dict[Any, float]]]]:
     if "_release_static_launchers_except" in CachingAutotuner.__dict__:
         patches["_release_static_launchers_except"] = lambda self, keep: None
     saved = {name: CachingAutotuner.__dict__[name] for name in patches}
+    check_cache = getattr(triton_heuristics, "check_autotune_cache", None)
     for name, value in patches.items():
         setattr(CachingAutotuner, name, value)
+    if check_cache is not None:
+        triton_heuristics.check_autotune_cache = functools.partial(_without_autotune_cache, check_cache)
     try:
-        with inductor_config.patch(force_disable_caches=True):
+        with inductor_config.patch(force_disable_caches=check_cache is None):
             yield tuned
     finally:
         for name, value in saved.items():
             setattr(CachingAutotuner, name, value)
+        if check_cache is not None:
+            triton_heuristics.check_autotune_cache = check_cache
+
+
+def _without_autotune_cache(check_cache: Callable[..., Any], configs: list[Any], filename: str | None,
+                            inductor_meta: dict[str, Any]) -> Any:
+    """Inductor's autotune-cache lookup, answered as with its caches off: every configuration kept, none read or
+    written (an FX-cached graph's kernels carry the meta they were generated with, so the flag is set here)."""
+    return check_cache(configs, filename, {**inductor_meta, "force_disable_caches": True})
 
 
 def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], float],
            rounds: int = ROUNDS) -> list[KernelPick]:
     """For each tuned kernel in turn (the others at their kept configuration), the comparator timed by `time_once`
     (one batch's median, ms) with each of the kernel's configurations that Inductor could time, `rounds` batches
-    each in alternating order; the kernel keeps the configuration of the lowest median."""
+    each in alternating order. The kernel keeps Inductor's pick unless some configurations' batches were all faster
+    than all of the pick's (`_clearly_faster`); then the one of them with the lowest median."""
     picks = []
     for autotuner, timings in tuned:
         (inductor_launcher,) = autotuner.launchers
@@ -94,7 +115,8 @@ def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], fl
                     autotuner.launchers = [launcher]
                     samples[launcher].append(time_once())
         medians = {launcher: statistics.median(s) for launcher, s in samples.items() if s}
-        kept = min(medians, key=medians.get) if medians else inductor_launcher
+        faster = _clearly_faster(samples, inductor_launcher)
+        kept = min(faster, key=medians.get) if faster else inductor_launcher
         autotuner.launchers = [kept]
         picks.append(KernelPick(
             kernel=_kernel_name(autotuner),
@@ -104,6 +126,15 @@ def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], fl
             kept=describe(kept.config),
         ))
     return picks
+
+
+def _clearly_faster(samples: dict[Any, list[float]], pick: Any) -> list[Any]:
+    """The configurations whose slowest batch beat the pick's fastest: a difference the batches' own spread cannot
+    explain. (With three batches each, two equal configurations separate so by chance once in twenty.) None where
+    the pick was not timed (the only configuration Inductor could time, or one it made after timing them)."""
+    if not samples.get(pick):
+        return []
+    return [launcher for launcher, s in samples.items() if s and max(s) < min(samples[pick])]
 
 
 def describe(config: Any) -> str:

@@ -119,7 +119,7 @@ class WorkloadResult:
     # the comparator's Inductor kernels tuned before this workload's timed batches: each configuration's time by
     # Inductor and under the harness's timing, Inductor's pick and the one kept (`inductor_picks.KernelPick`)
     comparator_picks: list[dict[str, Any]] = field(default_factory=list)
-    # ...and the seconds that tuning took: its first call (compiled without Inductor's caches) and its batches
+    # ...and the seconds that tuning took: its first call (compiled, Inductor's autotune cache bypassed) and its batches
     comparator_tuning_s: dict[str, float] = field(default_factory=dict)
 
 

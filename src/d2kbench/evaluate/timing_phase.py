@@ -166,7 +166,7 @@ class TimingPhase:
 
     def tune_comparator(self, workload: Workload, wr: WorkloadResult, slots: list[int]) -> None:
         """The comparator's Inductor kernels each in the configuration the trusted worker's timing of the whole
-        comparator finds fastest, on the sets the baselines time and as its batches will be timed, before its
+        comparator finds clearly fastest, on the sets the baselines time and as its batches will be timed, before its
         first timed batch: not Inductor's own pick, a draw on kernels of a few microseconds
         (`inductor_picks`)."""
         trusted_slots = [self.slot_id(workload.name, self.slot_set[workload.name][j]) for j in range(len(slots))]

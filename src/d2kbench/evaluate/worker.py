@@ -303,7 +303,7 @@ class Worker:
 
     def tune_comparator(self, req: dict) -> dict:
         """The comparator compiled at its first call, Inductor tuning its kernels, then each kernel Inductor tuned
-        in the configuration that this worker's timing of the whole comparator on `slots` finds fastest: graph
+        in the configuration that this worker's timing of the whole comparator on `slots` finds clearly fastest: graph
         replays with `graph` (where the workload's graph replays are scored), batches of about `batch_ms`
         (`inductor_picks`). On a CPU Inductor's kernels are C++, none tuned (and only tests time there)."""
         if "comparator" not in self.functions:
@@ -336,7 +336,7 @@ class Worker:
             low, high = int(req["reps"][0]), int(req["reps"][1])
             reps = max(low, len(slots), min(high, int(float(req["batch_ms"]) / estimate)))
             picks = inductor_picks.retune(tuned, lambda: batch(reps, int(req["warmup"]), bool(req["graph"])))
-        # where the tuning's time goes: the first call (compilation without caches, Inductor's own tuning) and the
+        # where the tuning's time goes: the first call (compilation, Inductor's own tuning) and the
         # harness's batches
         seconds = {"first_call": first_call_s, "batches": time.perf_counter() - started - first_call_s}
         return {"picks": [pick.to_json() for pick in picks], "seconds": seconds}
