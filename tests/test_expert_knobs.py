@@ -31,10 +31,14 @@ KNOBS = [
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
+    # the composed plan's Q X products on the one-tile kernel (as shipped cpu_wide_f32 takes the TMA kernel for
+    # them, cpu_tall_f16 for its second, cpu_batch_f16 for none)
+    ("muon_newton_schulz", "MM_TMA_WS = True", "MM_TMA_WS = False"),
 ]
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
-ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",)}
+ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",),
+                "MM_TMA_WS = False": ("cpu_wide_f32",)}
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
 SM90_ONLY_KNOBS = [
@@ -382,28 +386,15 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def muon_tma_variant(tmp_path):
-    """The muon expert with its Q X products on the TMA kernel (MM_TMA_WS)."""
-    return expert_variant(find_task("muon_newton_schulz"), tmp_path, ("MM_TMA_WS = False", "MM_TMA_WS = True"))
-
-
-def test_muons_tma_kernel_passes_the_cpu_workloads(tmp_path):
-    """On cpu_wide_f32 and cpu_tall_f16 the composed plan's Q X products take the TMA kernel (the tall one's second
-    only); cpu_batch_f16 keeps the shipped kernel. The kernel on a batch is checked in the test above."""
-    result = evaluate(find_task("muon_newton_schulz"), muon_tma_variant(tmp_path), EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-
-
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path, tmp_path):
+def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path):
     """What MM_TMA_WS is for, with this machine's Triton and the H200's: Triton's Hopper warp
     specialization applied (registers traded between partitions), TMA, one persistent program per SM on the profile
     workload's 132-SM grid, no spill. At 8 warps the kernels compile without the specialization and other descriptor
     forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a change can lose it silently."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz",
-                                 muon_tma_variant(tmp_path))
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz")
     kernels = [k for k in report["kernels"] if k["kernel"] == "_gemm_tma_ws_kernel"]
     assert kernels, "the TMA kernel not taken"
     for k in kernels:

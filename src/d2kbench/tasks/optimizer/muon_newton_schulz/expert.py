@@ -87,7 +87,7 @@ SYM_WARPS = 8
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
 SYM_GROUP = 8
-# The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads (off): one
+# The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads: one
 # program per SM walks the output tiles; Triton's Hopper warp specialization gives the loads a producer warp that
 # runs ahead into the next tile while the consumer warpgroup does this tile's epilogue, which the one-tile programs
 # (cp.async, 8 warps) serialise. Its descriptors are made in the kernel, 2-D: the form both Tritons specialize
@@ -98,9 +98,11 @@ SYM_GROUP = 8
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
 # On the H200 3.8% faster on 4096x14336 and the batch, inside six rounds' 4-10% spread (bench/results/
 # 2026-12-05-h200-owed-22 call2); on an H100 over ten rounds 0.5-2.7% faster everywhere, again inside the spread
-# (bench/results/2026-12-05-h100-owed-23 call1). Off. The same form for the symmetric products (square tiles,
-# descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
-MM_TMA_WS = False
+# (bench/results/2026-12-05-h100-owed-23 call1); on an H100 over sixteen rounds the batch 2.6% faster, in 15 of 16
+# rounds against the one-tile kernel timed beside it, 4096x14336 1.1% and 8192x28672 0.4% (bench/results/
+# 2026-12-06-owed-29 calls 7-8). Faster in every measurement that takes it but one within 0.3%: on. The same form
+# for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
+MM_TMA_WS = True
 MM_TMA_STAGES = 3
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
