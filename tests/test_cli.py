@@ -73,11 +73,13 @@ def test_bench_report_says_which_configuration_each_comparator_kernel_ran_and_wh
 
     pick = {"kernel": "triton_per_fused_0", "inductor_ms": {"X=1": 0.004, "X=2": 0.0042}, "inductor_pick": "X=1",
             "kept": "X=2", "harness_ms": {"X=1": 0.0058, "X=2": 0.0043}}
-    work = {"name": "m8", "timings": {}, "comparator_picks": [pick, {**pick, "kept": "X=1", "harness_ms": {}}]}
+    untimed = {**pick, "kept": "X=1", "harness_ms": {}, "note": "not timed: within 1.0 us"}
+    work = {"name": "m8", "timings": {}, "comparator_picks": [pick, {**pick, "kept": "X=1", "harness_ms": {}}, untimed]}
     text = _bench_markdown({"environment": {}, "date": "today", "results": [
         {"task": "quant", "verdict": "pass", "workloads": [work]}]})
     assert "- quant m8: triton_per_fused_0 Inductor picked X=1, kept X=2 (us: X=1 5.8, X=2 4.3)" in text
     assert "- quant m8: triton_per_fused_0 Inductor picked X=1, the same\n" in text
+    assert "- quant m8: triton_per_fused_0 Inductor picked X=1, the same (not timed: within 1.0 us)\n" in text
 
 
 def test_the_command_line_starts_without_torch():

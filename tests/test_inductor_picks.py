@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import types
 
+import pytest
 import torch
 import torch._inductor.config as inductor_config
 import triton
@@ -78,6 +79,38 @@ def test_of_the_configurations_clearly_faster_than_inductors_pick_the_lowest_med
     picks = inductor_picks.retune([(a, times)], lambda: next(draws[a.launchers[0].config]))
     assert picks[0].kept == "far"
     assert picks[0].harness_ms == {"pick": 6.0, "close": 5.8, "far": 4.5, "spread": 4.0}
+
+
+def test_kernels_whose_configurations_cannot_move_a_long_comparator_keep_inductors_pick_untimed():
+    # muon's 128 x 768 x 2048 batch (9.4 ms a call): a pointwise kernel Inductor timed 25 us apart, another 108 us
+    close, close_times = autotuner("triton_poi_mul_3", {"XBLOCK=1024": 0.103, "XBLOCK=512": 0.128})
+    apart, apart_times = autotuner("triton_poi_norm_2", {"XBLOCK=1024": 0.268, "XBLOCK=512": 0.376})
+    timed = []
+
+    def time_once() -> float:
+        timed.append((close.launchers[0].config, apart.launchers[0].config))
+        return 9.4
+
+    picks = inductor_picks.retune([(close, close_times), (apart, apart_times)], time_once, comparator_ms=9.4)
+    assert {c for c, _ in timed} == {"XBLOCK=1024"}  # the close kernel never left Inductor's pick
+    assert {a for _, a in timed} == {"XBLOCK=1024", "XBLOCK=512"} and len(timed) == 6
+    assert picks[0].kept == "XBLOCK=1024" and picks[0].harness_ms == {}
+    assert picks[0].note == ("not timed: its configurations within 25.0 us of each other by Inductor's timing, "
+                             "under 1% of the comparator's 9.40 ms a call")
+    assert picks[1].note == "" and len(picks[1].harness_ms) == 2
+
+
+@pytest.mark.parametrize(("spread_ms", "comparator_ms", "timed"), [
+    (0.083, 9.4, False),  # 83 us and a launch's 10 us under 94 us: cannot move the comparator by 1%
+    (0.085, 9.4, True),   # a launch's overhead in Inductor's timing could hide enough to
+    (0.0016, 0.0044, True),  # quant's M=8: Inductor 14.0-15.6 us for configurations of 4.4-6.0 us in the harness
+    (0.0, None, True),  # graph replays: no call time to weigh against
+])
+def test_a_kernel_is_timed_where_inductors_spread_and_a_launch_could_reach_a_percent(spread_ms, comparator_ms, timed):
+    kernel, times = autotuner("k", {"a": 0.014, "b": 0.014 + spread_ms})
+    calls = []
+    inductor_picks.retune([(kernel, times)], lambda: calls.append(1) or 1.0, comparator_ms=comparator_ms)
+    assert bool(calls) == timed
 
 
 def test_configurations_inductor_could_not_time_are_left_out_and_one_left_is_not_timed():

@@ -110,8 +110,9 @@ def _picks_markdown(summary: dict) -> str:
             for p in w.get("comparator_picks", []):
                 times = ", ".join(f"{config} {ms * 1e3:.1f}" for config, ms in p["harness_ms"].items())
                 kept = "the same" if p["kept"] == p["inductor_pick"] else f"kept {p['kept']}"
+                detail = f"us: {times}" if times else p.get("note", "")
                 lines.append(f"- {r['task']} {w['name']}: {p['kernel']} Inductor picked {p['inductor_pick']}, {kept}"
-                             + (f" (us: {times})" if times else ""))
+                             + (f" ({detail})" if detail else ""))
     if not lines:
         return ""
     return ("\nThe comparator's Inductor kernels: Inductor's pick kept unless another configuration's every batch of "

@@ -25,6 +25,13 @@ from typing import Any
 import torch
 
 ROUNDS = 3  # batches per configuration, in alternating order (the harness's rounds' own protection from drift)
+# A kernel is timed again only where its configurations could move the comparator by a share its batches resolve:
+# Inductor's times of them (the kernel alone) spread by at least RESOLUTION of the comparator's time a call, less
+# LAUNCH_HIDDEN_MS, what a launch's overhead can hide in Inductor's timing of a kernel shorter than it (quant's M=8:
+# 14-16 us there for configurations of 4.4-6.0 us). On a comparator of milliseconds a pointwise kernel's
+# configurations differ by less than its batches' spread (muon: bench/results/2026-12-06-owed-29).
+RESOLUTION = 0.01
+LAUNCH_HIDDEN_MS = 0.010
 
 
 @dataclass
@@ -36,6 +43,7 @@ class KernelPick:
     harness_ms: dict[str, float]  # configuration -> the comparator's median batch time with it (ms)
     inductor_pick: str
     kept: str
+    note: str = ""  # why the harness did not time it, where it did not
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,15 +107,20 @@ def _without_autotune_cache(check_cache: Callable[..., Any], configs: list[Any],
 
 
 def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], float],
-           rounds: int = ROUNDS) -> list[KernelPick]:
+           rounds: int = ROUNDS, comparator_ms: float | None = None) -> list[KernelPick]:
     """For each tuned kernel in turn (the others at their kept configuration), the comparator timed by `time_once`
     (one batch's median, ms) with each of the kernel's configurations that Inductor could time, `rounds` batches
     each in alternating order. The kernel keeps Inductor's pick unless some configurations' batches were all faster
-    than all of the pick's (`_clearly_faster`); then the one of them with the lowest median."""
+    than all of the pick's (`_clearly_faster`); then the one of them with the lowest median. With `comparator_ms`
+    (the comparator's time a call, where its batches are not graph replays), a kernel whose configurations cannot
+    matter at that scale (`_too_close_to_matter`) keeps Inductor's pick untimed."""
     picks = []
     for autotuner, timings in tuned:
         (inductor_launcher,) = autotuner.launchers
         usable = [launcher for launcher, ms in timings.items() if math.isfinite(ms)]
+        note = _too_close_to_matter([timings[launcher] for launcher in usable], comparator_ms)
+        if note:
+            usable = []
         samples: dict[Any, list[float]] = {launcher: [] for launcher in usable}
         if len(usable) > 1:
             for r in range(rounds):
@@ -124,8 +137,21 @@ def retune(tuned: list[tuple[Any, dict[Any, float]]], time_once: Callable[[], fl
             harness_ms={describe(launcher.config): ms for launcher, ms in medians.items()},
             inductor_pick=describe(inductor_launcher.config),
             kept=describe(kept.config),
+            note=note,
         ))
     return picks
+
+
+def _too_close_to_matter(inductor_ms: list[float], comparator_ms: float | None) -> str:
+    """Why a kernel's configurations need no timing within the comparator (empty where they do): Inductor's times
+    of them spread by less than RESOLUTION of the comparator's time a call, with LAUNCH_HIDDEN_MS to spare."""
+    if comparator_ms is None or len(inductor_ms) < 2:
+        return ""
+    spread = max(inductor_ms) - min(inductor_ms)
+    if spread + LAUNCH_HIDDEN_MS >= RESOLUTION * comparator_ms:
+        return ""
+    return (f"not timed: its configurations within {spread * 1e3:.1f} us of each other by Inductor's timing, "
+            f"under {RESOLUTION:.0%} of the comparator's {comparator_ms:.2f} ms a call")
 
 
 def _clearly_faster(samples: dict[Any, list[float]], pick: Any) -> list[Any]:
