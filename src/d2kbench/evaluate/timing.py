@@ -199,6 +199,13 @@ def reserve_output_blocks(out: object, copies: int) -> None:
     del held
 
 
+def batch_reps(estimate_ms: float, batch_ms: float, slots: int, bounds: Sequence[int]) -> int:
+    """Timed calls for a batch about `batch_ms` long at `estimate_ms` a call: at least one a slot, within `bounds`
+    (the fewest, the most)."""
+    low, high = bounds
+    return max(int(low), slots, min(int(high), int(batch_ms / estimate_ms)))
+
+
 def warmup_slots(slots: Sequence[int], warmup: int, unwarmed: int | None) -> list[int]:
     """The slots of `warmup` untimed calls, rotating over `slots` but never `unwarmed`."""
     others = [s for s in slots if s != unwarmed]

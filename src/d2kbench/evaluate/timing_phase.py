@@ -19,6 +19,7 @@ import torch
 
 from d2kbench.evaluate import hardware
 from d2kbench.evaluate.result import EvalResult, Failure, Timing, WorkloadResult
+from d2kbench.evaluate.timing import batch_reps
 from d2kbench.evaluate.timing_guards import CONTENDED_SHARE, SETTLE_S, note_first_call, scored_on_graphs
 from d2kbench.evaluate.transfer import Held
 from d2kbench.evaluate.workers import RequestFailed, WorkerFault, WorkerProcess
@@ -277,7 +278,7 @@ class TimingPhase:
             # A kernel of tens of ms needs few calls for a stable median: muon's 40-70 ms ones, three calls a
             # batch, spread 0.2-1.3% between evaluations (bench/results/2026-12-04-h200-owed-10)
             estimate = max(statistics.median(times), 1e-3)
-            run.reps[fn] = max(MIN_REPS, len(fn_slots), min(MAX_REPS, int(self.options.batch_ms / estimate)))
+            run.reps[fn] = batch_reps(estimate, self.options.batch_ms, len(fn_slots), (MIN_REPS, MAX_REPS))
             run.warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
             if estimate >= SUSTAINED_MIN_MS:
                 run.warmups[fn] += math.ceil(self.options.sustained_ms / estimate)

@@ -252,11 +252,16 @@ class Worker:
             reply["inputs"] = self._written_after(inputs)
         return reply
 
-    def time(self, req: dict) -> dict:
+    def _timer(self) -> Any:
+        """This worker's timer, made at its first use: CUDA events, or the host clock on a CPU (only tests time
+        there: `HostTimer`)."""
         from d2kbench.evaluate.timing import HostTimer, Timer
 
-        if self.timer is None:  # the host clock on a CPU: only tests time there (`HostTimer`)
+        if self.timer is None:
             self.timer = Timer(self.device) if self.device.type == "cuda" else HostTimer()
+        return self.timer
+
+    def time(self, req: dict) -> dict:
         fn_name = req["fn"]
         fn = self.functions[fn_name]
         slots = [int(s) for s in req["slots"]]
@@ -285,7 +290,7 @@ class Worker:
             write_fresh = lambda: self._write_in_place(fresh_slot, fresh_values)  # noqa: E731
         with torch.no_grad():
             unwarmed = req.get("unwarmed")
-            times, outputs = self.timer.time(
+            times, outputs = self._timer().time(
                 call, self._restore, slots, int(req["reps"]), int(req.get("warmup", 3)), graph, recheck,
                 None if unwarmed is None else int(unwarmed), write_fresh,
             )
@@ -310,9 +315,8 @@ class Worker:
             return {"picks": []}
         self.comparator_tuned = True
         from d2kbench.evaluate import inductor_picks
-        from d2kbench.evaluate.timing import HostTimer, Timer
+        from d2kbench.evaluate.timing import batch_reps
 
-        self.timer = self.timer or (Timer(self.device) if self.device.type == "cuda" else HostTimer())
         fn = self.functions["comparator"]
         slots = [int(s) for s in req["slots"]]
 
@@ -320,7 +324,7 @@ class Worker:
             return fn(*self._inputs_for("comparator", slot))
 
         def batch(reps: int, warmup: int, graph: bool) -> float:
-            return statistics.median(self.timer.time(call, self._restore, slots, reps, warmup, graph)[0])
+            return statistics.median(self._timer().time(call, self._restore, slots, reps, warmup, graph)[0])
 
         started = time.perf_counter()
         with torch.no_grad():  # as in its timed batches: a compilation's guards include the grad mode
@@ -333,8 +337,7 @@ class Worker:
             if not tuned:
                 return {"picks": [], "seconds": {"first_call": first_call_s}}
             estimate = max(batch(len(slots), 1, False), 1e-3)
-            low, high = int(req["reps"][0]), int(req["reps"][1])
-            reps = max(low, len(slots), min(high, int(float(req["batch_ms"]) / estimate)))
+            reps = batch_reps(estimate, float(req["batch_ms"]), len(slots), req["reps"])
             graph = bool(req["graph"])
             # (graph replays drop the host's share of an eager call: the estimate would overstate the comparator)
             picks = inductor_picks.retune(tuned, lambda: batch(reps, int(req["warmup"]), graph),
