@@ -31,14 +31,17 @@ KNOBS = [
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
-    # the composed plan's Q X products on the one-tile kernel (as shipped cpu_wide_f32 takes the TMA kernel for
-    # them, cpu_tall_f16 for its second, cpu_batch_f16 for none)
-    ("muon_newton_schulz", "MM_TMA_WS = True", "MM_TMA_WS = False"),
+    # the composed plan's Q X products on the persistent TMA kernel (off as shipped: a race under warp
+    # specialization, expert.py; cpu_wide_f32 takes it for both, cpu_tall_f16 for its second, cpu_batch_f16 for none)
+    ("muon_newton_schulz", "MM_TMA_WS = False", "MM_TMA_WS = True"),
+    # the composed runs with R stored and a Z added in the epilogue (as shipped only an fp16 input's: cpu_tall_f16;
+    # cpu_wide_f32's fp32 state stores P)
+    ("muon_newton_schulz", "STORE_P = True", "STORE_P = False"),
 ]
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
 ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",),
-                "MM_TMA_WS = False": ("cpu_wide_f32",)}
+                "MM_TMA_WS = True": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",)}
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
 SM90_ONLY_KNOBS = [
@@ -51,6 +54,8 @@ SM90_ONLY_KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
+    # a bf16 input's square state in bf16 (the interpreter has no bf16: no cpu workload is one)
+    ("muon_newton_schulz", "STATE_FP16 = True", "STATE_FP16 = False"),
     # the scales by an IEEE division (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
     ("quant_per_token_group_fp8", "SCALE_PRODUCT = True", "SCALE_PRODUCT = False"),
 ]
@@ -387,14 +392,15 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
 
 
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path):
+def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path, tmp_path):
     """What MM_TMA_WS is for, with this machine's Triton and the H200's: Triton's Hopper warp
     specialization applied (registers traded between partitions), TMA, one persistent program per SM on the profile
     workload's 132-SM grid, no spill. At 8 warps the kernels compile without the specialization and other descriptor
     forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a change can lose it silently."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz")
+    variant = expert_variant(find_task("muon_newton_schulz"), tmp_path, ("MM_TMA_WS = False", "MM_TMA_WS = True"))
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz", variant)
     kernels = [k for k in report["kernels"] if k["kernel"] == "_gemm_tma_ws_kernel"]
     assert kernels, "the TMA kernel not taken"
     for k in kernels:
@@ -523,3 +529,17 @@ def test_the_merge_of_dynamic_splits_weighs_empty_slots_zero_even_a_whole_first_
     empty (lse -inf), must give the weighted merge of the rest, not NaN (-inf - -inf), and zero the counters."""
     proc = interpreted(EMPTY_FIRST_BLOCK)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_muons_state_type_and_stored_p_follow_the_inputs_precision():
+    """A bf16 input's square state is fp16 (finer at the same bytes) and its composed runs store P whole; an fp16
+    input's state is fp16 too but keeps R (P's identity part rounded to fp16 cost it accuracy on cpu_tall_f16);
+    float32 stays float32 and stores P. STORE_P False keeps R everywhere, STATE_FP16 False a bf16 state."""
+    module = load_module(find_task("muon_newton_schulz").expert_path, "state_rule_expert")
+    bf16, fp16, fp32 = torch.bfloat16, torch.float16, torch.float32
+    assert [module._state_dtype(d) for d in (bf16, fp16, fp32)] == [fp16, fp16, fp32]
+    assert [module._stores_p(module._state_dtype(d), d) for d in (bf16, fp16, fp32)] == [True, False, True]
+    module.STATE_FP16 = False
+    assert module._state_dtype(bf16) == bf16 and not module._stores_p(bf16, bf16)
+    module.STORE_P = False
+    assert not module._stores_p(fp16, bf16) and not module._stores_p(fp32, fp32)

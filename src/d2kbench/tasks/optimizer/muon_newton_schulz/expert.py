@@ -13,9 +13,14 @@ Design (see guidance.md):
     When n is enough larger than m (a FLOP rule) the five steps run as two segments, three steps
     then two (not one segment of five: numerics); near-square problems keep the step-by-step
     form (segments of one step, which is exactly the reference's a X + B X).
-  * P is never stored: only R = P - a I = b A + c A^2 is, and every product P Z is formed as
-    a Z + R Z with the a Z term added in the fp32 epilogue.  Rounding P's large identity part
-    to bf16 would destroy the small singular directions of a spread spectrum.
+  * The square state of a bf16 input is stored in fp16: the same bytes and tensor-core rate as bf16 with
+    three more mantissa bits, and every square matrix is bounded (A's eigenvalues lie in [0, 1] after the
+    norm; P's and Q's are at most a few tens). That lets a composed run store each step matrix
+    P = a I + b A + c A^2 whole, its large identity part rounded to fp16 at an error below X's own bf16
+    rounding, so that every product with P is a plain product: no added matrix is read. Where the state is
+    no finer than X (an fp16 input) only R = P - a I is stored and every product P Z is formed as
+    a Z + R Z with the a Z term added in the fp32 epilogue: rounding P's identity part to the state's
+    type would then cost accuracy (measured on the interpreter: almost twice the error).
   * Every square matrix of a segment is a polynomial in its first Gram matrix: all of them are
     symmetric and commute, so every square product has a symmetric result.  The symmetric
     kernel computes upper-triangle tiles only and mirrors each off-diagonal tile (diagonal tiles
@@ -23,8 +28,9 @@ Design (see guidance.md):
   * The Frobenius norm is a Triton reduction (per-chunk partial sums); the 1/norm scale is folded
     into the epilogues of the first kernels that read G (the Gram matrix gets 1/norm^2, the
     first rectangular product 1/norm), so the normalised input is never materialised.
-  * All products accumulate in fp32 (tl.dot); the square state and the rectangular iterates are
-    stored in the workload dtype (measured: error a quarter to a half of the reference's).
+  * All products accumulate in fp32 (tl.dot); the rectangular iterates are stored in the workload dtype, the
+    square state as above (measured on the H100: error a fifth to two fifths of the reference's on the scored
+    workloads, bench/results/2026-12-06-owed-30).
 """
 
 import torch
@@ -96,14 +102,30 @@ SYM_GROUP = 8
 # view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
 # 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
-# On the H200 3.8% faster on 4096x14336 and the batch, inside six rounds' 4-10% spread (bench/results/
-# 2026-12-05-h200-owed-22 call2); on an H100 over ten rounds 0.5-2.7% faster everywhere, again inside the spread
-# (bench/results/2026-12-05-h100-owed-23 call1); on an H100 over sixteen rounds the batch 2.6% faster, in 15 of 16
-# rounds against the one-tile kernel timed beside it, 4096x14336 1.1% and 8192x28672 0.4% (bench/results/
-# 2026-12-06-owed-29 calls 7-8). Faster in every measurement that takes it but one within 0.3%: on. The same form
-# for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
-MM_TMA_WS = True
+# Timed faster where taken (on the H100 the batch 2.6% over sixteen rounds, bench/results/2026-12-06-owed-29
+# calls 7-8; on the H200 3.8%, owed-22 call2), but OFF: with the fp16 state, in the evaluator's check (poisoned
+# allocations, several workloads in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every
+# element whenever 4096x4096 had run first in the process (the check and five of five fresh evaluations), while
+# alone, or with each launch's output cloned behind it, it was right, and with this knob off it is right in every
+# setting (bench/results/2026-12-06-owed-30, calls 4-15; the bf16 state with the knob on passed the one check it
+# had). That is the mark of a race on the descriptors made in the kernel (in scratch blocks the allocator reuses)
+# under warp specialization (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel
+# descriptors), which the suite bench's unpoisoned, identical calls had hidden. The one-tile kernel ships until a
+# Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same form for the symmetric products (square
+# tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
+MM_TMA_WS = False
 MM_TMA_STAGES = 3
+# The composed runs' step matrices P = a I + b A + c A^2 stored whole (True; where _stores_p allows it), so that
+# the products P A, P (P A) and P Q read two operands and no added matrix: on the H100 the batch 4985 -> 4811 us
+# (3.5%), faster in all sixteen rounds against the bf16 state with R stored timed beside it (bench/results/
+# 2026-12-06-owed-30 call2; both with MM_TMA_WS on); the other workloads within +-0.4% (call3). Or only
+# R = P - a I stored, each product P Z formed as a Z + R Z with Z read again for the fp32 epilogue (False).
+STORE_P = True
+# The square state of a bf16 input in fp16 (True; _state_dtype) or in bf16 (False, the design until the thirtieth
+# session): the same bytes and tensor-core rate, three more mantissa bits; the error against the float64 oracle
+# 1.19e-2 -> 5.1e-3 on the batch, 8.4e-3 -> 4.3e-3 on 4096x14336 (bench/results/2026-12-06-owed-30 call7 and
+# call15's checks), the square workload's (step by step) 7.0e-3 -> 6.5e-3.
+STATE_FP16 = True
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
@@ -278,12 +300,13 @@ def _sym_tile(
     M, K, num_partials,
     stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
     alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
-    epilogue and upper, mirrored stores."""
+    epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
+    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -294,6 +317,8 @@ def _sym_tile(
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
     mirror = (tj + 1) * RATIO - 1 > ti  # a block of the tile lies above the diagonal
+    if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
+        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
     _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
                     stride_cm, stride_cn, BLOCK, mirror)
     if HAS_IDENTITY_OUT:
@@ -312,7 +337,7 @@ def _sym_gemm_kernel(
     stride_db, stride_dm, stride_dn,
     stride_cb, stride_cm, stride_cn,
     alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
@@ -335,14 +360,14 @@ def _sym_gemm_kernel(
         if tj < rows:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
         if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
 
 
@@ -496,8 +521,8 @@ class _Launcher:
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
-        """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric;
-        identity_out (optional) = out + gamma I."""
+        """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
+        identity_out is given, which then receives out + gamma I."""
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
@@ -514,7 +539,8 @@ class _Launcher:
             m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
-            NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
+            NORM_POWER=norm_power, HAS_D=d is not None, ADD_IDENTITY=identity_out is None and gamma != 0.0,
+            HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
@@ -563,6 +589,68 @@ class _Launcher:
         )
 
 
+def _state_dtype(x_dtype):
+    """The square state's storage type: fp16 for half-precision inputs (three more mantissa bits than bf16 at the
+    same bytes and tensor-core rate; every square matrix is bounded: A's eigenvalues lie in [0, 1] after the
+    norm, P's and Q's are at most a few tens), the input's dtype otherwise."""
+    if x_dtype == torch.bfloat16 and STATE_FP16:
+        return torch.float16
+    return x_dtype
+
+
+def _stores_p(state_dtype, x_dtype):
+    """Whether a composed run stores its step matrices P whole (STORE_P): where rounding P's diagonal to the state's
+    type costs less than X's own rounding, a bf16 input's fp16 state or an fp32 one (emulated on the batch's shape:
+    4.83e-3 of the oracle's RMS against 4.81e-3 with R stored); an fp16 input's fp16 state keeps R (the interpreter on
+    cpu_tall_f16: 8.6e-3 with P stored, 4.9e-3 with R)."""
+    return STORE_P and (state_dtype == torch.float32 or torch.finfo(state_dtype).eps < torch.finfo(x_dtype).eps)
+
+
+def _compose_p_stored(launch, state, tmp, free, steps, x_dtype):
+    """Q = P_{s-1} ... P_0 of one composed run, each P_k = a I + b A_k + c A_k^2 stored whole, so that every
+    product with it is a plain product (no added matrix to read). Returns Q's buffer, its last product written in
+    x_dtype (the rectangular product's operand type)."""
+    q = None
+    for k in range(steps):
+        p = free.pop()
+        launch.sym(state, state, p, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)  # P_k
+        if k < steps - 1:
+            launch.sym(p, state, tmp)  # P A
+            launch.sym(p, tmp, state)  # A <- P (P A)
+        if q is None:
+            q = p  # Q = P_0
+        else:
+            q_next = free.pop()
+            launch.sym(p, q, q_next.view(x_dtype) if k == steps - 1 else q_next)  # Q <- P Q
+            free += [q, p]
+            q = q_next
+    return q
+
+
+def _compose_r_stored(launch, state, tmp, free, steps, x_dtype):
+    """_compose_p_stored with only R_k = P_k - a I stored: every product P Z is a Z + R Z, a Z added in the
+    fp32 epilogue (one more matrix read per product); P_0 is written beside R_0 to start Q."""
+    q = None
+    for k in range(steps):
+        r = free.pop()
+        if k == 0:
+            q = free.pop()
+        if k == 0:  # R_0, and P_0 = a I + R_0 as the start of Q
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A)
+        else:
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+        if k < steps - 1:
+            launch.sym(r, state, tmp, d=state, beta=NS_A)  # P A
+            launch.sym(r, tmp, state, d=tmp, beta=NS_A)  # A <- P (P A)
+        if k > 0:
+            q_next = free.pop()
+            launch.sym(r, q, q_next.view(x_dtype) if k == steps - 1 else q_next, d=q, beta=NS_A)  # Q <- P Q
+            free.append(q)
+            q = q_next
+        free.append(r)
+    return q
+
+
 def run(G):
     batched = G.dim() == 3
     g = (G if batched else G.unsqueeze(0)).contiguous()
@@ -590,9 +678,10 @@ def run(G):
     )
 
     launch = _Launcher(g.dtype, g.device, batch, m, cfg, partials, num_partials)
-    # Square state, stored in the workload dtype (fp32 accumulation): the Gram/state matrix A, a
-    # temporary for P A, and three rotating buffers for R = P - a I and the running product Q.
-    square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
+    # Square state (fp32 accumulation, stored in _state_dtype): the Gram/state matrix A, a temporary for P A, and
+    # three rotating buffers for the step matrices and the running product Q. A matrix that meets X in a
+    # rectangular product is written in X's dtype, through a view of its buffer (same element size).
+    square = torch.empty((5, batch, m, m), device=g.device, dtype=_state_dtype(g.dtype))
     state, tmp, free = square[0], square[1], [square[2], square[3], square[4]]
 
     segments = _segment_plan(m, n)
@@ -604,34 +693,16 @@ def run(G):
         norm_power = 1 if first else 0  # X is the raw input in the first run: scale by 1/norm
         # A = X X^T (1/norm^2 on the raw input)
         launch.sym(x, x.transpose(1, 2), state, norm_power=2 * norm_power)
-        q = None
-        for k in range(steps):
-            # R_k = c A^2 + b A (= P_k - a I): one symmetric product, polynomial in the epilogue.
-            # A composed run also writes P_0 = a I + R_0 as the start of Q.
-            r = free.pop()
-            if steps > 1 and k == 0:
-                q = free.pop()
-            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B,
-                       identity_out=q if k == 0 else None, gamma=NS_A)
-            if k < steps - 1:
-                # A <- P (P A), every product with P as a M + R M (a M added in fp32)
-                launch.sym(r, state, tmp, d=state, beta=NS_A)
-                launch.sym(r, tmp, state, d=tmp, beta=NS_A)
-            if k > 0:
-                # Q <- P Q = a Q + R Q
-                q_next = free.pop()
-                launch.sym(r, q, q_next, d=q, beta=NS_A)
-                free.append(q)
-                q = q_next
-            if steps > 1:
-                free.append(r)
-        # one rectangular product per run; the last run writes the output
-        dst = x_out if last else rect[seg % 2]
+        dst = x_out if last else rect[seg % 2]  # the last run writes the output
         if steps == 1:
-            launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)  # a X + R X
-            free.append(r)
+            # the reference's step: R = c A^2 + b A (= P - a I), then X <- a X + R X (a X added in fp32)
+            r = free[0].view(x.dtype)
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+            launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)
         else:
-            launch.gemm(q, x, dst, norm_power=norm_power)  # Q X
+            compose = _compose_p_stored if _stores_p(square.dtype, x.dtype) else _compose_r_stored
+            q = compose(launch, state, tmp, free, steps, x.dtype)
+            launch.gemm(q.view(x.dtype), x, dst, norm_power=norm_power)  # X <- Q X
             free.append(q)
         x = dst
 
