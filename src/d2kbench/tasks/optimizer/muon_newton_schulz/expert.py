@@ -103,16 +103,15 @@ SYM_GROUP = 8
 # 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
 # one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
 # Timed faster where taken (on the H100 the batch 2.6% over sixteen rounds, bench/results/2026-12-06-owed-29
-# calls 7-8; on the H200 3.8%, owed-22 call2), but OFF: with the fp16 state, in the evaluator's check (poisoned
-# allocations, several workloads in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every
-# element whenever 4096x4096 had run first in the process (the check and five of five fresh evaluations), while
-# alone, or with each launch's output cloned behind it, it was right, and with this knob off it is right in every
-# setting (bench/results/2026-12-06-owed-30, calls 4-15; the bf16 state with the knob on passed the one check it
-# had). That is the mark of a race on the descriptors made in the kernel (in scratch blocks the allocator reuses)
-# under warp specialization (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel
-# descriptors), which the suite bench's unpoisoned, identical calls had hidden. The one-tile kernel ships until a
-# Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same form for the symmetric products (square
-# tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
+# calls 7-8; on the H200 3.8%, owed-22 call2), but OFF: in the evaluator (poisoned allocations, several workloads
+# in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every element after 4096x4096 had run
+# in the same worker (the check, five of five fresh evaluations, and one of two and two of three evaluations of the
+# fp16 and the bf16 state), while alone, or with each launch's output cloned behind it, it was right, and with this
+# knob off it is right in every setting (bench/results/2026-12-06-owed-30, calls 4-16). That is the mark of a race
+# on the descriptors made in the kernel (in scratch blocks the allocator reuses) under warp specialization
+# (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel descriptors); suite benches had
+# passed it. The one-tile kernel ships until a Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same
+# form for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
 MM_TMA_WS = False
 MM_TMA_STAGES = 3
 # The composed runs' step matrices P = a I + b A + c A^2 stored whole (True; where _stores_p allows it), so that
