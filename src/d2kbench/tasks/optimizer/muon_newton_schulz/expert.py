@@ -107,8 +107,8 @@ SYM_GROUP = 8
 # in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every element after 4096x4096 had run
 # in the same worker (the check, five of five fresh evaluations, and one of two and two of three evaluations of the
 # fp16 and the bf16 state), while alone, or with each launch's output cloned behind it, it was right, and with this
-# knob off it is right in every setting (bench/results/2026-12-06-owed-30, calls 4-16). That is the mark of a race
-# on the descriptors made in the kernel (in scratch blocks the allocator reuses) under warp specialization
+# knob off it is right in every setting (bench/results/2026-12-06-owed-30, calls 4-17; zeroed scratch blocks never
+# freed fail as often). That is the mark of a race in the kernel, on the descriptors it makes under warp specialization
 # (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel descriptors); suite benches had
 # passed it. The one-tile kernel ships until a Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same
 # form for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
