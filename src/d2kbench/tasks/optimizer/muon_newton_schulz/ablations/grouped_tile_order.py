@@ -1,11 +1,11 @@
 """Calibration ablation of the expert: property `grouped_tile_order` removed.
 
 Identical to expert.py except that program ids map to tiles in plain row-major order: the general
-product takes tile (pid // column tiles, pid % column tiles) and the symmetric kernel enumerates
-the upper triangle (or, with band tiles, the wide tiles above the diagonal band) row by row, with
-no grouping of tile rows for L2 reuse. Every other design property is kept, the tile shapes' rule
-included. Expected cost on the H200: more L2 misses on the large rectangular and square products,
-whose panels are re-read from HBM.
+products (the one-tile kernel and the TMA kernel) take tile (t // column tiles, t % column tiles) and
+the symmetric kernel enumerates the upper triangle (or, with band tiles, the wide tiles above the
+diagonal band) row by row, with no grouping of tile rows for L2 reuse. Every other design property is
+kept, the tile shapes' rule included. Expected cost on the H200: more L2 misses on the large
+rectangular and square products, whose panels are re-read from HBM.
 """
 
 import torch
@@ -25,7 +25,9 @@ _NORM_EPS = tl.constexpr(1e-7)
 COMPOSED_SEGMENTS = (3, 2)
 PLAIN_SEGMENTS = (1,) * NS_STEPS
 # The composed plan is used when its work is at most this fraction of the plain plan's: near
-# the break-even point its chain of small dependent launches is not worth it.
+# the break-even point its chain of small dependent launches is not worth it. The batch (128 x 768x2048, composed
+# at 0.67) under the plain plan instead (0.62) was 27% slower on the H100: the composed plan's 768 x 768 products
+# are memory-bound, yet the plain plan's 1.5x the FLOPs cost more (bench/results/2026-12-05-owed-24 call1).
 COMPOSE_MAX_WORK_RATIO = 0.8
 
 # Launch configurations.  Production tiles are 128-row tiles (a wgmma M per warpgroup on sm_90);
@@ -62,15 +64,51 @@ SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% 
 # per SM) measured the same.
 SYM_MAXNREG = 128
 SYM_WARPS = 8
+# The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads: one
+# program per SM walks the output tiles; Triton's Hopper warp specialization gives the loads a producer warp that
+# runs ahead into the next tile while the consumer warpgroup does this tile's epilogue, which the one-tile programs
+# (cp.async, 8 warps) serialise. Its descriptors are made in the kernel, 2-D: the form both Tritons specialize
+# (host-made and 3-D ones crash 3.9's pass; bench/diag/hopper_ws_compile.py), hence a scratch allocator; and four
+# warps (at eight nothing is specialized). Operands the descriptors cannot take (a transposed
+# view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
+# 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
+# one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
+# Timed faster where taken (on the H100 the batch 2.6% over sixteen rounds, bench/results/2026-12-06-owed-29
+# calls 7-8; on the H200 3.8%, owed-22 call2), but OFF: in the evaluator (poisoned allocations, several workloads
+# in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every element after 4096x4096 had run
+# in the same worker (the check, five of five fresh evaluations, and one of two and two of three evaluations of the
+# fp16 and the bf16 state), while alone, or with each launch's output cloned behind it, it was right, and with this
+# knob off it is right in every setting (bench/results/2026-12-06-owed-30, calls 4-17; zeroed scratch blocks never
+# freed fail as often). That is the mark of a race in the kernel, on the descriptors it makes under warp specialization
+# (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel descriptors); suite benches had
+# passed it. The one-tile kernel ships until a Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same
+# form for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
+MM_TMA_WS = False
+MM_TMA_STAGES = 3
+# The composed runs' step matrices P = a I + b A + c A^2 stored whole (True; where _stores_p allows it), so that
+# the products P A, P (P A) and P Q read two operands and no added matrix: on the H100 the batch 4985 -> 4811 us
+# (3.5%), faster in all sixteen rounds against the bf16 state with R stored timed beside it (bench/results/
+# 2026-12-06-owed-30 call2; both with MM_TMA_WS on); the other workloads within +-0.4% (call3). Or only
+# R = P - a I stored, each product P Z formed as a Z + R Z with Z read again for the fp32 epilogue (False).
+STORE_P = True
+# The square state of a bf16 input in fp16 (True; _state_dtype) or in bf16 (False, the design until the thirtieth
+# session): the same bytes and tensor-core rate, three more mantissa bits; the error against the float64 oracle
+# 1.19e-2 -> 5.1e-3 on the batch, 8.4e-3 -> 4.3e-3 on 4096x14336 (bench/results/2026-12-06-owed-30 call7 and
+# call15's checks), the square workload's (step by step) 7.0e-3 -> 6.5e-3.
+STATE_FP16 = True
 _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_warps=8, mm_stages=MM_STAGES,
+    tma_warps=4, tma_programs=None,  # one persistent program per SM
+    mm_tma_stages=MM_TMA_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
     sym_block=16, sym_block_k=64, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_warps=4, mm_stages=1,
+    tma_warps=4, tma_programs=3,  # so that the cpu shapes' programs walk several tiles
+    mm_tma_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
 _TINY_BELOW = 128          # m below this uses the tiny configuration
@@ -222,12 +260,13 @@ def _sym_tile(
     M, K, num_partials,
     stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
     alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
-    epilogue and upper, mirrored stores."""
+    epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
+    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -238,6 +277,8 @@ def _sym_tile(
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
     mirror = (tj + 1) * RATIO - 1 > ti  # a block of the tile lies above the diagonal
+    if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
+        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
     _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
                     stride_cm, stride_cn, BLOCK, mirror)
     if HAS_IDENTITY_OUT:
@@ -256,7 +297,7 @@ def _sym_gemm_kernel(
     stride_db, stride_dm, stride_dn,
     stride_cb, stride_cm, stride_cn,
     alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
@@ -279,13 +320,13 @@ def _sym_gemm_kernel(
         if tj < rows:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                      alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK_N), RATIO, BAND)
         _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                   stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                  alpha, beta, gamma, NORM_POWER, HAS_D, HAS_IDENTITY_OUT,
+                  alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                   BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
 
 
@@ -293,6 +334,12 @@ def _sym_gemm_kernel(
 # General product: C = norm^-p * (alpha * L @ R + beta * D) (rectangular output).
 # Used for the rectangular updates X <- Q X and X <- a X + R X.
 # --------------------------------------------------------------------------------------------
+@triton.jit
+def _row_major_tile(t, num_n):
+    """Output tile (row, column) of linear index t, row by row."""
+    return t // num_n, t % num_n
+
+
 @triton.jit
 def _gemm_kernel(
     l_ptr, r_ptr, d_ptr, c_ptr, partials_ptr,
@@ -306,12 +353,8 @@ def _gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
-    pid = tl.program_id(0)
     b = tl.program_id(1)
-    # row-major tile order
-    num_n = tl.cdiv(N, BLOCK_N)
-    tm = pid // num_n
-    tn = pid % num_n
+    tm, tn = _row_major_tile(tl.program_id(0), tl.cdiv(N, BLOCK_N))
 
     l_ptr += b.to(tl.int64) * stride_lb
     r_ptr += b.to(tl.int64) * stride_rb
@@ -328,6 +371,51 @@ def _gemm_kernel(
                     HAS_D).to(c_ptr.dtype.element_ty)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, out, mask=mask)
+
+
+@triton.jit
+def _gemm_tma_ws_kernel(
+    l_ptr, r_ptr, c_ptr, partials_ptr,
+    M, N, K, batch, num_partials,
+    stride_cb, stride_cm, stride_cn,
+    NORM_POWER: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+):
+    """C[b] = norm^-p L[b] @ R[b] for contiguous L [batch, M, K] and R [batch, K, N]: persistent programs over
+    (matrix, tile) in the row-major order of _gemm_kernel, TMA loads, the tile loop warp-specialized.
+
+    The descriptors see the batch as [batch * M, K] and [batch * K, N]: a row tile of L that runs past M reads
+    the next matrix's rows into output rows that are never stored, and K is a whole number of K steps when
+    batch > 1 (the launcher checks), so no K step of R reaches into the next matrix; past the last matrix the
+    descriptors read zeros."""
+    l_desc = tl.make_tensor_descriptor(l_ptr, shape=[batch * M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    r_desc = tl.make_tensor_descriptor(r_ptr, shape=[batch * K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_matrix = num_m * num_n
+    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=False, warp_specialize=True):
+        b = tile // per_matrix
+        tm, tn = _row_major_tile(tile % per_matrix, num_n)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(tl.cdiv(K, BLOCK_K)):
+            lhs = l_desc.load([b * M + tm * BLOCK_M, ki * BLOCK_K])
+            rhs = r_desc.load([b * K + ki * BLOCK_K, tn * BLOCK_N])
+            acc = tl.dot(lhs, rhs, acc, input_precision=DOT_PRECISION)
+        offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
+        scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptr + b.to(tl.int64) * stride_cb + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+                 (acc * scale).to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _tma_ready(t, block_k):
+    """A [batch, rows, cols] operand the TMA kernel can take: contiguous, 16-byte rows and base, and (several
+    matrices) rows a whole number of K steps."""
+    batch, rows, cols = t.shape
+    return (t.is_contiguous() and (cols * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+            and (batch == 1 or rows % block_k == 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,12 +466,14 @@ class _Launcher:
         self.precision = "ieee" if x_dtype == torch.float32 else "tf32"
         sms = (torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda"
                else _H200_SMS)
+        self.sms = sms
+        self.device = device
         self.sym_tiles = _sym_tile_shape(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
             identity_out=None, gamma=0.0):
-        """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric;
-        identity_out (optional) = out + gamma I."""
+        """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
+        identity_out is given, which then receives out + gamma I."""
         cfg, m = self.cfg, self.m
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
@@ -400,17 +490,41 @@ class _Launcher:
             m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
-            NORM_POWER=norm_power, HAS_D=d is not None, HAS_IDENTITY_OUT=identity_out is not None,
+            NORM_POWER=norm_power, HAS_D=d is not None, ADD_IDENTITY=identity_out is None and gamma != 0.0,
+            HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
 
+    def tma_programs(self, tiles):
+        """The persistent grid of a TMA kernel over `tiles` tiles, its descriptors' scratch allocator set."""
+        triton.set_allocator(self.scratch)
+        return min(tiles, self.cfg["tma_programs"] or self.sms)
+
+    def scratch(self, size, alignment, stream):
+        """Global scratch for the tensor descriptors a kernel makes (Triton asks the allocator set for it)."""
+        return torch.empty(size, dtype=torch.int8, device=self.device)
+
     def gemm(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0):
         """out = norm^-p (alpha left @ right + beta d): the rectangular update."""
         cfg = self.cfg
         M, N, K = out.shape[1], out.shape[2], left.shape[2]
+        if MM_TMA_WS and d is None and alpha == 1.0 and _tma_ready(left, cfg["mm_block_k"]) \
+                and _tma_ready(right, cfg["mm_block_k"]):
+            programs = self.tma_programs(
+                self.batch * triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]))
+            _gemm_tma_ws_kernel[(programs,)](
+                left, right, out, self.partials,
+                M, N, K, self.batch, self.num_partials,
+                *out.stride(),
+                NORM_POWER=norm_power,
+                BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
+                PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+                NUM_PROGRAMS=programs, num_warps=cfg["tma_warps"], num_stages=cfg["mm_tma_stages"],
+            )
+            return
         dd = out if d is None else d
         grid = (triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]), self.batch)
         _gemm_kernel[grid](
@@ -423,6 +537,68 @@ class _Launcher:
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
             num_warps=cfg["mm_warps"], num_stages=cfg["mm_stages"],
         )
+
+
+def _state_dtype(x_dtype):
+    """The square state's storage type: fp16 for half-precision inputs (three more mantissa bits than bf16 at the
+    same bytes and tensor-core rate; every square matrix is bounded: A's eigenvalues lie in [0, 1] after the
+    norm, P's and Q's are at most a few tens), the input's dtype otherwise."""
+    if x_dtype == torch.bfloat16 and STATE_FP16:
+        return torch.float16
+    return x_dtype
+
+
+def _stores_p(state_dtype, x_dtype):
+    """Whether a composed run stores its step matrices P whole (STORE_P): where rounding P's diagonal to the state's
+    type costs less than X's own rounding, a bf16 input's fp16 state or an fp32 one (emulated on the batch's shape:
+    4.83e-3 of the oracle's RMS against 4.81e-3 with R stored); an fp16 input's fp16 state keeps R (the interpreter on
+    cpu_tall_f16: 8.6e-3 with P stored, 4.9e-3 with R)."""
+    return STORE_P and (state_dtype == torch.float32 or torch.finfo(state_dtype).eps < torch.finfo(x_dtype).eps)
+
+
+def _compose_p_stored(launch, state, tmp, free, steps, x_dtype):
+    """Q = P_{s-1} ... P_0 of one composed run, each P_k = a I + b A_k + c A_k^2 stored whole, so that every
+    product with it is a plain product (no added matrix to read). Returns Q's buffer, its last product written in
+    x_dtype (the rectangular product's operand type)."""
+    q = None
+    for k in range(steps):
+        p = free.pop()
+        launch.sym(state, state, p, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)  # P_k
+        if k < steps - 1:
+            launch.sym(p, state, tmp)  # P A
+            launch.sym(p, tmp, state)  # A <- P (P A)
+        if q is None:
+            q = p  # Q = P_0
+        else:
+            q_next = free.pop()
+            launch.sym(p, q, q_next.view(x_dtype) if k == steps - 1 else q_next)  # Q <- P Q
+            free += [q, p]
+            q = q_next
+    return q
+
+
+def _compose_r_stored(launch, state, tmp, free, steps, x_dtype):
+    """_compose_p_stored with only R_k = P_k - a I stored: every product P Z is a Z + R Z, a Z added in the
+    fp32 epilogue (one more matrix read per product); P_0 is written beside R_0 to start Q."""
+    q = None
+    for k in range(steps):
+        r = free.pop()
+        if k == 0:
+            q = free.pop()
+        if k == 0:  # R_0, and P_0 = a I + R_0 as the start of Q
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A)
+        else:
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+        if k < steps - 1:
+            launch.sym(r, state, tmp, d=state, beta=NS_A)  # P A
+            launch.sym(r, tmp, state, d=tmp, beta=NS_A)  # A <- P (P A)
+        if k > 0:
+            q_next = free.pop()
+            launch.sym(r, q, q_next.view(x_dtype) if k == steps - 1 else q_next, d=q, beta=NS_A)  # Q <- P Q
+            free.append(q)
+            q = q_next
+        free.append(r)
+    return q
 
 
 def run(G):
@@ -452,9 +628,10 @@ def run(G):
     )
 
     launch = _Launcher(g.dtype, g.device, batch, m, cfg, partials, num_partials)
-    # Square state, stored in the workload dtype (fp32 accumulation): the Gram/state matrix A, a
-    # temporary for P A, and three rotating buffers for R = P - a I and the running product Q.
-    square = torch.empty((5, batch, m, m), device=g.device, dtype=g.dtype)
+    # Square state (fp32 accumulation, stored in _state_dtype): the Gram/state matrix A, a temporary for P A, and
+    # three rotating buffers for the step matrices and the running product Q. A matrix that meets X in a
+    # rectangular product is written in X's dtype, through a view of its buffer (same element size).
+    square = torch.empty((5, batch, m, m), device=g.device, dtype=_state_dtype(g.dtype))
     state, tmp, free = square[0], square[1], [square[2], square[3], square[4]]
 
     segments = _segment_plan(m, n)
@@ -466,34 +643,16 @@ def run(G):
         norm_power = 1 if first else 0  # X is the raw input in the first run: scale by 1/norm
         # A = X X^T (1/norm^2 on the raw input)
         launch.sym(x, x.transpose(1, 2), state, norm_power=2 * norm_power)
-        q = None
-        for k in range(steps):
-            # R_k = c A^2 + b A (= P_k - a I): one symmetric product, polynomial in the epilogue.
-            # A composed run also writes P_0 = a I + R_0 as the start of Q.
-            r = free.pop()
-            if steps > 1 and k == 0:
-                q = free.pop()
-            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B,
-                       identity_out=q if k == 0 else None, gamma=NS_A)
-            if k < steps - 1:
-                # A <- P (P A), every product with P as a M + R M (a M added in fp32)
-                launch.sym(r, state, tmp, d=state, beta=NS_A)
-                launch.sym(r, tmp, state, d=tmp, beta=NS_A)
-            if k > 0:
-                # Q <- P Q = a Q + R Q
-                q_next = free.pop()
-                launch.sym(r, q, q_next, d=q, beta=NS_A)
-                free.append(q)
-                q = q_next
-            if steps > 1:
-                free.append(r)
-        # one rectangular product per run; the last run writes the output
-        dst = x_out if last else rect[seg % 2]
+        dst = x_out if last else rect[seg % 2]  # the last run writes the output
         if steps == 1:
-            launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)  # a X + R X
-            free.append(r)
+            # the reference's step: R = c A^2 + b A (= P - a I), then X <- a X + R X (a X added in fp32)
+            r = free[0].view(x.dtype)
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+            launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)
         else:
-            launch.gemm(q, x, dst, norm_power=norm_power)  # Q X
+            compose = _compose_p_stored if _stores_p(square.dtype, x.dtype) else _compose_r_stored
+            q = compose(launch, state, tmp, free, steps, x.dtype)
+            launch.gemm(q.view(x.dtype), x, dst, norm_power=norm_power)  # X <- Q X
             free.append(q)
         x = dst
 
