@@ -556,48 +556,40 @@ def _stores_p(state_dtype, x_dtype):
     return STORE_P and (state_dtype == torch.float32 or torch.finfo(state_dtype).eps < torch.finfo(x_dtype).eps)
 
 
-def _compose_p_stored(launch, state, tmp, free, steps, x_dtype):
-    """Q = P_{s-1} ... P_0 of one composed run, each P_k = a I + b A_k + c A_k^2 stored whole, so that every
-    product with it is a plain product (no added matrix to read). Returns Q's buffer, its last product written in
-    x_dtype (the rectangular product's operand type)."""
-    q = None
-    for k in range(steps):
-        p = free.pop()
-        launch.sym(state, state, p, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)  # P_k
-        if k < steps - 1:
-            launch.sym(p, state, tmp)  # P A
-            launch.sym(p, tmp, state)  # A <- P (P A)
-        if q is None:
-            q = p  # Q = P_0
+def _compose(launch, state, tmp, free, steps, x_dtype, p_stored):
+    """Q = P_{s-1} ... P_0 of one composed run; returns Q's buffer, its last product written in x_dtype (the
+    rectangular product's operand type). With `p_stored` each step matrix P_k = a I + b A_k + c A_k^2 is stored
+    whole and every product with it is a plain product (no added matrix to read); otherwise only R_k = P_k - a I
+    is, every product P Z is a Z + R Z with a Z added in the fp32 epilogue, and P_0 is written beside R_0 to start
+    Q."""
+    def times_p(f, z, out):  # out = P z, f being P or R
+        if p_stored:
+            launch.sym(f, z, out)
         else:
-            q_next = free.pop()
-            launch.sym(p, q, q_next.view(x_dtype) if k == steps - 1 else q_next)  # Q <- P Q
-            free += [q, p]
-            q = q_next
-    return q
+            launch.sym(f, z, out, d=z, beta=NS_A)
 
-
-def _compose_r_stored(launch, state, tmp, free, steps, x_dtype):
-    """_compose_p_stored with only R_k = P_k - a I stored: every product P Z is a Z + R Z, a Z added in the
-    fp32 epilogue (one more matrix read per product); P_0 is written beside R_0 to start Q."""
     q = None
     for k in range(steps):
-        r = free.pop()
-        if k == 0:
+        f = free.pop()  # P_k, or R_k
+        if p_stored:
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)
+        elif k == 0:  # R_0, and P_0 = a I + R_0 as the start of Q
             q = free.pop()
-        if k == 0:  # R_0, and P_0 = a I + R_0 as the start of Q
-            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A)
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A)
         else:
-            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B)
         if k < steps - 1:
-            launch.sym(r, state, tmp, d=state, beta=NS_A)  # P A
-            launch.sym(r, tmp, state, d=tmp, beta=NS_A)  # A <- P (P A)
+            times_p(f, state, tmp)  # P A
+            times_p(f, tmp, state)  # A <- P (P A)
+        if q is None:
+            q = f  # Q = P_0, stored whole
+            continue
         if k > 0:
             q_next = free.pop()
-            launch.sym(r, q, q_next.view(x_dtype) if k == steps - 1 else q_next, d=q, beta=NS_A)  # Q <- P Q
+            times_p(f, q, q_next.view(x_dtype) if k == steps - 1 else q_next)  # Q <- P Q
             free.append(q)
             q = q_next
-        free.append(r)
+        free.append(f)
     return q
 
 
@@ -650,8 +642,7 @@ def run(G):
             launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
             launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)
         else:
-            compose = _compose_p_stored if _stores_p(square.dtype, x.dtype) else _compose_r_stored
-            q = compose(launch, state, tmp, free, steps, x.dtype)
+            q = _compose(launch, state, tmp, free, steps, x.dtype, _stores_p(square.dtype, x.dtype))
             launch.gemm(q.view(x.dtype), x, dst, norm_power=norm_power)  # X <- Q X
             free.append(q)
         x = dst
