@@ -89,6 +89,9 @@ done
 # store at several grids): on the H100 both the expert and the comparator sit 4-7% above it
 # (bench/results/2026-12-06-owed-28 calls 5-6); the step's log is its table.
 once latency_floor 90 python3 bench/diag/latency_floor.py
+# muon's TMA kernel in one worker after other workloads, four evaluations: the check its warp-specialized form failed
+# (bench/results/2026-12-06-owed-30 calls 4-17); the shipped, flattened form must pass every one
+once muon_race 150 bash bench/diag/muon_tma_race.sh 4
 once planted 120 python3 bench/gpu_integrity.py --tasks '' --json "$R/planted.json" --planted \
   gpu_content_cache.py,gpu_content_cache_lookahead.py,timed_pointer_cache.py,gpu_graph_cached.py,gpu_timer_halved.py,\
 gpu_graph_content_cache.py

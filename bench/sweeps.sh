@@ -2,11 +2,17 @@
 # NAME:KNOB,KNOB for a sweep that decides only those knobs (bench/pick_knobs.py), and run_sweeps runs their steps
 # (`once NAME LIMIT python3 bench/sweep.py ... --json "$R/NAME.json"`) before the bench, which times the experts with
 # the winners set. Decided sweeps leave this file (the twenty-sixth session's: bench/results/2026-12-06-owed-26 call1).
-SWEEPS=(quant_flat_tiles:FLAT_TILES)
+SWEEPS=(quant_flat_tiles:FLAT_TILES muon_tma:MM_TMA)
 run_sweeps() {
   # quant's one-group tiles addressed from the program id (M=8: a latency chain whose load waited on an integer
   # division), shipped on an H100's paired rounds (bench/results/2026-12-06-owed-27); the H200's: the tiles
   # without it must not win there. Only M=8 takes them, so only M=8 is timed, three input draws, the comparator beside.
   once quant_flat_tiles 150 python3 bench/sweep.py quant_per_token_group_fp8 --workloads dsv3_m8_k7168_row \
     --set FLAT_TILES=True,False --reps 200 --rounds 10 --seeds 7,8,9 --json "$R/quant_flat_tiles.json"
+  # muon's Q X products on the persistent TMA kernel, not specialized (shipped on an H100's ten rounds against an A/A
+  # control, bench/results/2026-12-06-owed-31 call1), against the one-tile kernel: the workloads that take it, twenty
+  # rounds (pick_knobs' paired rule)
+  once muon_tma 240 python3 bench/sweep.py muon_newton_schulz --set MM_TMA=True,False --rounds 20 \
+    --workloads qwen3_30b_a3b_experts_128x768x2048,llama3_8b_down_4096x14336,llama3_70b_down_8192x28672 \
+    --json "$R/muon_tma.json"
 }

@@ -31,9 +31,9 @@ KNOBS = [
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "square"'),
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "band"'),
-    # the composed plan's Q X products on the persistent TMA kernel (off as shipped: a race under warp
-    # specialization, expert.py; cpu_wide_f32 takes it for both, cpu_tall_f16 for its second, cpu_batch_f16 for none)
-    ("muon_newton_schulz", "MM_TMA_WS = False", "MM_TMA_WS = True"),
+    # the composed plan's Q X products on the one-tile kernel instead of the persistent TMA one (as shipped
+    # cpu_wide_f32 takes the TMA kernel for both, cpu_tall_f16 for its second, cpu_batch_f16 for none)
+    ("muon_newton_schulz", "MM_TMA = True", "MM_TMA = False"),
     # the composed runs with R stored and a Z added in the epilogue (as shipped only an fp16 input's: cpu_tall_f16;
     # cpu_wide_f32's fp32 state stores P)
     ("muon_newton_schulz", "STORE_P = True", "STORE_P = False"),
@@ -41,7 +41,7 @@ KNOBS = [
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
 ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",),
-                "MM_TMA_WS = True": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",)}
+                "MM_TMA = False": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",)}
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
 SM90_ONLY_KNOBS = [
@@ -374,7 +374,7 @@ launch = module._Launcher(torch.float16, torch.device("cpu"), batch, m, module._
 assert module._tma_ready(left, 32) and module._tma_ready(right, 32)
 outs = {}
 for tma in (False, True):
-    module.MM_TMA_WS = tma
+    module.MM_TMA = tma
     outs[tma] = torch.full((batch, m, n), float("nan"), dtype=torch.float16)
     launch.gemm(left, right, outs[tma])
 assert torch.equal(outs[True], outs[False]), "the TMA kernel differs from _gemm_kernel"
@@ -391,20 +391,23 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.parametrize("warp_specialize", [False, True])
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_muons_tma_kernel_compiles_warp_specialized_with_tma_loads(triton_path, tmp_path):
-    """What MM_TMA_WS is for, with this machine's Triton and the H200's: Triton's Hopper warp
-    specialization applied (registers traded between partitions), TMA, one persistent program per SM on the profile
-    workload's 132-SM grid, no spill. At 8 warps the kernels compile without the specialization and other descriptor
-    forms crash one Triton's pass (bench/diag/hopper_ws_compile.py), so a change can lose it silently."""
+def test_muons_tma_kernel_compiles_persistent_with_tma_loads(triton_path, warp_specialize, tmp_path):
+    """What MM_TMA is for, with this machine's Triton and the H200's: TMA loads, wgmma, one persistent program per SM
+    on the profile workload's 132-SM grid, no spill; as shipped not warp-specialized, and with MM_TMA_WARP_SPECIALIZE
+    the specialization applied (registers traded between partitions; at 8 warps it is silently not applied and other
+    descriptor forms crash one Triton's pass: bench/diag/hopper_ws_compile.py)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    variant = expert_variant(find_task("muon_newton_schulz"), tmp_path, ("MM_TMA_WS = False", "MM_TMA_WS = True"))
+    task = find_task("muon_newton_schulz")
+    variant = (expert_variant(task, tmp_path, ("MM_TMA_WARP_SPECIALIZE = False", "MM_TMA_WARP_SPECIALIZE = True"))
+               if warp_specialize else None)
     report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz", variant)
-    kernels = [k for k in report["kernels"] if k["kernel"] == "_gemm_tma_ws_kernel"]
+    kernels = [k for k in report["kernels"] if k["kernel"] == "_gemm_tma_kernel"]
     assert kernels, "the TMA kernel not taken"
     for k in kernels:
-        assert k["ok"] and k["tma"] and k["warp_specialized"] and k["wgmma"], k
+        assert k["ok"] and k["tma"] and k["wgmma"] and k["warp_specialized"] == warp_specialize, k
         assert (k["programs_per_sm"], k["grid"], k.get("spill_store_bytes", 0)) == (1, [132], 0), k
 
 

@@ -66,31 +66,31 @@ SYM_WARPS = 8
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
 SYM_GROUP = 8
-# The composed plan's rectangular products Q X as a persistent, warp-specialized kernel with TMA loads: one
-# program per SM walks the output tiles; Triton's Hopper warp specialization gives the loads a producer warp that
-# runs ahead into the next tile while the consumer warpgroup does this tile's epilogue, which the one-tile programs
-# (cp.async, 8 warps) serialise. Its descriptors are made in the kernel, 2-D: the form both Tritons specialize
-# (host-made and 3-D ones crash 3.9's pass; bench/diag/hopper_ws_compile.py), hence a scratch allocator; and four
-# warps (at eight nothing is specialized). Operands the descriptors cannot take (a transposed
-# view, rows not a multiple of 16 bytes) and the plain plan's products (their D epilogue spills 5.8 KB at 128x256 in
-# 3.6) keep _gemm_kernel. The sm_90 compile on both Tritons (tests/test_expert_knobs.py): 168 registers, no spill,
-# one program per SM; three stages of 128x256x64 tiles (four take 225 KB of the 227 KB a program may have).
-# Timed faster where taken (on the H100 the batch 2.6% over sixteen rounds, bench/results/2026-12-06-owed-29
-# calls 7-8; on the H200 3.8%, owed-22 call2), but OFF: in the evaluator (poisoned allocations, several workloads
-# in one worker process) the output of 4096x14336 and 8192x28672 was NaN in every element after 4096x4096 had run
-# in the same worker (the check, five of five fresh evaluations, and one of two and two of three evaluations of the
-# fp16 and the bf16 state), while alone, or with each launch's output cloned behind it, it was right, and with this
-# knob off it is right in every setting (bench/results/2026-12-06-owed-30, calls 4-17; zeroed scratch blocks never
-# freed fail as often). That is the mark of a race in the kernel, on the descriptors it makes under warp specialization
-# (triton-lang/triton#8311, open: wrong results from warp_specialize with in-kernel descriptors); suite benches had
-# passed it. The one-tile kernel ships until a Triton fixes it (bench/diag/muon_tma_race.sh is the check). The same
-# form for the symmetric products (square tiles, descriptor stores) was 1.5-2.1x slower on the H200 and is gone.
-MM_TMA_WS = False
+# The composed plan's rectangular products Q X as a persistent kernel with TMA loads (MM_TMA): one program per SM
+# walks the output tiles, its descriptors made in the kernel, 2-D (the form both Tritons compile under warp
+# specialization; host-made and 3-D ones crash 3.9's pass: bench/diag/hopper_ws_compile.py), hence a scratch
+# allocator. Operands the descriptors cannot take (a transposed view, rows not a multiple of 16 bytes) and the plain
+# plan's products (a D epilogue) keep _gemm_kernel. Three stages of 128x256x64 tiles (four take 225 KB of the 227 KB
+# a program may have).
+# Warp-specialized (MM_TMA_WARP_SPECIALIZE; four warps: a producer warp issues the next tile's loads while the
+# consumers do this tile's epilogue) it was timed faster (the batch 2.6% on the H100, bench/results/2026-12-06-owed-29
+# calls 7-8; 3.8% on the H200, owed-22 call2) but is WRONG intermittently: in the evaluator (poisoned allocations,
+# several workloads in one worker) the outputs of 4096x14336 and 8192x28672 were NaN in every element after
+# 4096x4096 had run in the same worker, in one to five of every six evaluations, and zeroed scratch never freed
+# failed as often (bench/results/2026-12-06-owed-30 calls 4-17): a race inside the specialized kernel, the form
+# of triton-lang/triton#8311 (open). bench/diag/muon_tma_race.sh is the check; suite benches had passed it.
+# Not specialized (shipped): eight warps (one warpgroup cannot hold a 128x256 fp32 tile), the tile loop flattened
+# into the K loop so that software pipelining issues the next tile's loads during this tile's epilogue; 193-201
+# registers, no spill, one program per SM on both Tritons. On the H100 (bench/results/2026-12-06-owed-31 call1, ten
+# rounds against an A/A control of _gemm_kernel): the batch 3.1% faster (8 of 10 rounds), 4096x14336 1.8% (10 of 10);
+# four of four race checks passed.
+MM_TMA = True
+MM_TMA_WARP_SPECIALIZE = False
 MM_TMA_STAGES = 3
 # The composed runs' step matrices P = a I + b A + c A^2 stored whole (True; where _stores_p allows it), so that
 # the products P A, P (P A) and P Q read two operands and no added matrix: on the H100 the batch 4985 -> 4811 us
 # (3.5%), faster in all sixteen rounds against the bf16 state with R stored timed beside it (bench/results/
-# 2026-12-06-owed-30 call2; both with MM_TMA_WS on); the other workloads within +-0.4% (call3). Or only
+# 2026-12-06-owed-30 call2; both with the specialized TMA kernel on); the other workloads within +-0.4% (call3). Or only
 # R = P - a I stored, each product P Z formed as a Z + R Z with Z read again for the fp32 epilogue (False).
 STORE_P = True
 # The square state of a bf16 input in fp16 (True; _state_dtype) or in bf16 (False, the design until the thirtieth
@@ -102,14 +102,14 @@ _CONFIG_LARGE = dict(
     sym_block=128, sym_block_k=SYM_BLOCK_K, sym_group=SYM_GROUP, sym_warps=SYM_WARPS, sym_stages=SYM_STAGES,
     sym_wide_stages=SYM_WIDE_STAGES,
     mm_block_m=128, mm_block_n=MM_BLOCK_N, mm_block_k=64, mm_group=MM_GROUP, mm_warps=8, mm_stages=MM_STAGES,
-    tma_warps=4, tma_programs=None,  # one persistent program per SM
+    tma_ws_warps=4, tma_programs=None,  # one persistent program per SM; the specialized form's warps
     mm_tma_stages=MM_TMA_STAGES,
     norm_block=4096, norm_min_chunk=65536, norm_warps=8,
 )
 _CONFIG_TINY = dict(
     sym_block=16, sym_block_k=64, sym_group=2, sym_warps=4, sym_stages=1, sym_wide_stages=1,
     mm_block_m=32, mm_block_n=32, mm_block_k=32, mm_group=2, mm_warps=4, mm_stages=1,
-    tma_warps=4, tma_programs=3,  # so that the cpu shapes' programs walk several tiles
+    tma_ws_warps=4, tma_programs=3,  # so that the cpu shapes' programs walk several tiles
     mm_tma_stages=1,
     norm_block=256, norm_min_chunk=512, norm_warps=4,
 )
@@ -314,16 +314,18 @@ def _gemm_kernel(
 
 
 @triton.jit
-def _gemm_tma_ws_kernel(
+def _gemm_tma_kernel(
     l_ptr, r_ptr, c_ptr, partials_ptr,
     M, N, K, batch, num_partials,
     stride_cb, stride_cm, stride_cn,
     NORM_POWER: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
 ):
     """C[b] = norm^-p L[b] @ R[b] for contiguous L [batch, M, K] and R [batch, K, N]: persistent programs over
-    (matrix, tile) in the grouped order of _gemm_kernel, TMA loads, the tile loop warp-specialized.
+    (matrix, tile) in the grouped order of _gemm_kernel, TMA loads; the tile loop warp-specialized, or
+    flattened into the K loop (WARP_SPECIALIZE False) so that the next tile's loads overlap this tile's epilogue.
 
     The descriptors see the batch as [batch * M, K] and [batch * K, N]: a row tile of L that runs past M reads
     the next matrix's rows into output rows that are never stored, and K is a whole number of K steps when
@@ -334,7 +336,8 @@ def _gemm_tma_ws_kernel(
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     per_matrix = num_m * num_n
-    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=False, warp_specialize=True):
+    for tile in tl.range(tl.program_id(0), per_matrix * batch, NUM_PROGRAMS, flatten=not WARP_SPECIALIZE,
+                    warp_specialize=WARP_SPECIALIZE):
         b = tile // per_matrix
         tm, tn = _grouped_tile(tile % per_matrix, num_m, num_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -449,18 +452,20 @@ class _Launcher:
         """out = norm^-p (alpha left @ right + beta d): the rectangular update."""
         cfg = self.cfg
         M, N, K = out.shape[1], out.shape[2], left.shape[2]
-        if MM_TMA_WS and d is None and alpha == 1.0 and _tma_ready(left, cfg["mm_block_k"]) \
+        if MM_TMA and d is None and alpha == 1.0 and _tma_ready(left, cfg["mm_block_k"]) \
                 and _tma_ready(right, cfg["mm_block_k"]):
             programs = self.tma_programs(
                 self.batch * triton.cdiv(M, cfg["mm_block_m"]) * triton.cdiv(N, cfg["mm_block_n"]))
-            _gemm_tma_ws_kernel[(programs,)](
+            _gemm_tma_kernel[(programs,)](
                 left, right, out, self.partials,
                 M, N, K, self.batch, self.num_partials,
                 *out.stride(),
                 NORM_POWER=norm_power,
                 BLOCK_M=cfg["mm_block_m"], BLOCK_N=cfg["mm_block_n"], BLOCK_K=cfg["mm_block_k"],
                 GROUP_M=cfg["mm_group"], PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
-                NUM_PROGRAMS=programs, num_warps=cfg["tma_warps"], num_stages=cfg["mm_tma_stages"],
+                NUM_PROGRAMS=programs, WARP_SPECIALIZE=MM_TMA_WARP_SPECIALIZE,
+                num_warps=cfg["tma_ws_warps" if MM_TMA_WARP_SPECIALIZE else "mm_warps"],
+                num_stages=cfg["mm_tma_stages"],
             )
             return
         dd = out if d is None else d
