@@ -80,7 +80,7 @@ SYM_GROUP = 8
 # failed as often (bench/results/2026-12-06-owed-30 calls 4-17): a race inside the specialized kernel, the form
 # of triton-lang/triton#8311 (open). bench/diag/muon_tma_race.sh is the check; suite benches had passed it.
 # Not specialized (shipped): eight warps (one warpgroup cannot hold a 128x256 fp32 tile), the tile loop flattened
-# into the K loop so that software pipelining issues the next tile's loads during this tile's epilogue; 193-201
+# into the K loop so that software pipelining issues the next tile's loads during this tile's epilogue; 188-201
 # registers, no spill, one program per SM on both Tritons. On the H100 (bench/results/2026-12-06-owed-31 call1, ten
 # rounds against an A/A control of _gemm_kernel): the batch 3.1% faster (8 of 10 rounds), 4096x14336 1.8% (10 of 10);
 # four of four race checks passed.
