@@ -11,8 +11,9 @@ run_sweeps() {
     --set FLAT_TILES=True,False --reps 200 --rounds 10 --seeds 7,8,9 --json "$R/quant_flat_tiles.json"
   # muon's Q X products on the persistent TMA kernel, not specialized (shipped on an H100's ten rounds against an A/A
   # control, bench/results/2026-12-06-owed-31 call1), against the one-tile kernel: the workloads that take it, twenty
-  # rounds (pick_knobs' paired rule)
-  once muon_tma 240 python3 bench/sweep.py muon_newton_schulz --set MM_TMA=True,False --rounds 20 \
+  # rounds (pick_knobs' paired rule). Ten calls a batch: at the default fifty, 8192x28672's rounds (reference,
+  # comparator and two variants, about 10 s each on an H100) ran the step past its limit (owed-32 call2)
+  once muon_tma 240 python3 bench/sweep.py muon_newton_schulz --set MM_TMA=True,False --rounds 20 --reps 10 \
     --workloads qwen3_30b_a3b_experts_128x768x2048,llama3_8b_down_4096x14336,llama3_70b_down_8192x28672 \
     --json "$R/muon_tma.json"
 }
