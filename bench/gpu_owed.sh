@@ -37,7 +37,9 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
   if [ -e "$STATE/$name.done" ]; then echo "$name done in an earlier call" >> "$R/steps.txt"; return; fi
   step "$@"
   tail -n 1 "$R/steps.txt" | grep -Eq "^$name rc=(0|1) " && touch "$STATE/$name.done"  # ran to its end (1: a target missed)
-  [ -e "$R/$name.json" ] && cp "$R/$name.json" "$STATE/"  # a sweep's file, for pick_knobs in this call and later ones
+  # a sweep's file, for pick_knobs in this call and later ones (one cut off by its limit is marked incomplete:
+  # pick_knobs decides nothing from it, and the next call runs the step again)
+  [ -e "$R/$name.json" ] && cp "$R/$name.json" "$STATE/"
 }
 # The knobs the finished sweeps decide (bench/pick_knobs.py, the perf notes' rule), written into this call's copy of
 # the tree before anything times an expert: the device copies the committed tree afresh on every call, so each call

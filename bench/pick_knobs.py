@@ -16,7 +16,7 @@ is either of:
   4-5 us graph replay never clears the whole spread (single rounds set it) however often it repeats; with no real
   difference, 15 or more of 20 rounds faster happen with chance 2% (ties count as neither side).
 Of the winners, the one with the smallest geometric mean of its times over the baseline's is taken; with no winner
-the knobs stay.
+the knobs stay. A sweep cut off before its last workload (`"complete": false`) decides nothing.
 
 With --apply the decisions are written into the task's expert.py (the same one-line rewrite the sweep timed), so a
 GPU call can sweep, decide and run the suite bench on the decided expert without waiting on a person, and the same
@@ -134,6 +134,9 @@ def pick(spec: str, sweep: dict, source: str) -> tuple[str, dict, list[str]]:
     """One sweep file's decision (`spec`: its path and the knobs it decides; `sweep`: its records) against `source`:
     the new source, the knobs changed and a Markdown account."""
     path, _, names = spec.partition(":")
+    if sweep.get("complete") is False:  # cut off (files written before the key existed are whole)
+        runs = len({(r["workload"], r.get("seed")) for r in sweep["records"]})
+        return source, {}, [f"### {path}\n\ncut off after {runs} run(s) of its workloads: nothing decided\n"]
     swept = next((r["knobs"] for r in sweep["records"] if r.get("knobs")), None)
     if swept is None:
         return source, {}, [f"### {path}\n\nno variant was timed: nothing decided\n"]

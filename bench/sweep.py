@@ -16,7 +16,9 @@ Timing is the evaluator's own Timer (CUDA events, L2 flushed between calls, medi
 replay for latency-bound workloads). With several `--seeds` every workload is
 drawn and timed once per seed in this one process (a seed repeated draws fresh tensors again), which
 tells an input effect from a process or clock effect. Prints one Markdown table and, with --json,
-writes every number to a file. `--device cpu` runs it through Triton's interpreter on the cpu
+writes every number to a file, rewritten after each workload (and seed) so that a sweep cut off by its time limit
+keeps the runs it finished, marked `"complete": false` (bench/pick_knobs.py decides nothing from such a file).
+`--device cpu` runs it through Triton's interpreter on the cpu
 workloads with the host clock (tests/test_sweep.py): it checks the script, it measures nothing.
 """
 
@@ -156,6 +158,11 @@ def main() -> int:
         except ValueError as exc:
             parser.error(str(exc))
     names = args.workloads.split(",") if args.workloads else [w.name for w in task.split("scored")]
+    for name in names:  # every name known before anything is timed
+        try:
+            task.workload(name)
+        except KeyError as exc:
+            parser.error(exc.args[0])
 
     device = torch.device(args.device)
     on_gpu = device.type == "cuda"
@@ -171,7 +178,8 @@ def main() -> int:
     print("| workload | variant | us | SOL | vs reference | vs comparator | note |\n|---|---|---|---|---|---|---|")
     records = []
     seeds = [int(s) for s in args.seeds.split(",")]
-    for name, seed in itertools.product(names, seeds):
+    runs = list(itertools.product(names, seeds))
+    for done, (name, seed) in enumerate(runs, start=1):
         workload = task.workload(name)
         graph = workload.latency_bound and on_gpu  # (no CUDA graphs on the CPU)
         inputs = list(ref.make_inputs(workload, seed, args.device))
@@ -234,9 +242,10 @@ def main() -> int:
                 records.append({"workload": workload.name, "seed": seed, "variant": label, "us": None,
                                 "wrong": why, "floor_us": floor_us})
         sys.stdout.flush()
-    if args.json:
-        args.json.write_text(json.dumps({"task": task.id, "environment": env, "ceilings": ceilings,
-                                         "records": records}, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps({"task": task.id, "environment": env, "ceilings": ceilings,
+                                             "complete": done == len(runs), "records": records}, indent=1))
+            print(f"{args.json}: {done} of {len(runs)} runs written", file=sys.stderr, flush=True)
     return 0
 
 

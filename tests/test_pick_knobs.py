@@ -67,6 +67,19 @@ def test_a_candidate_that_loses_elsewhere_or_is_wrong_is_not_taken(tmp_path, bat
     assert any(why in line for line in lines) and any("the knobs stay" in line for line in lines)
 
 
+def test_a_sweep_cut_off_before_its_last_workload_decides_nothing(tmp_path):
+    """bench/sweep.py rewrites its file after each workload, `complete` false until the last: a winner on the
+    workloads it finished may lose on the one it never timed."""
+    times = {("waves", False): {LONG: 97.6}, ("whole_waves", False): {LONG: 86.0}}
+    spec = sweep_file(tmp_path, "rule", times)
+    assert decide(spec + ":SPLIT_RULE", SOURCE)[1] == {"SPLIT_RULE": "whole_waves"}  # the file as if whole
+    sweep = json.loads(open(spec).read())
+    open(spec, "w").write(json.dumps({**sweep, "complete": False}))
+    source, changed, lines = decide(spec + ":SPLIT_RULE", SOURCE)
+    assert changed == {} and source == SOURCE
+    assert any("cut off after 2 run(s) of its workloads: nothing decided" in line for line in lines)
+
+
 def test_a_gain_inside_the_rounds_spread_is_noise(tmp_path):
     spec = sweep_file(tmp_path, "rule", {("waves", False): {LONG: 97.6, BATCH: 520.0},
                                          ("whole_waves", False): {LONG: 97.4, BATCH: 519.0}})

@@ -20,7 +20,9 @@ def test_the_sweep_times_every_right_variant_in_every_round(tmp_path):
          "--json", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    records = {r["variant"]: r for r in json.loads(out.read_text())["records"]}
+    sweep = json.loads(out.read_text())
+    records = {r["variant"]: r for r in sweep["records"]}
+    assert sweep["complete"] is True
     assert {"reference", "as shipped", "FILL_BLOCK=256"} <= set(records)
     for label in ("reference", "as shipped", "FILL_BLOCK=256"):
         assert len(records[label]["rounds_us"]) == 3 and records[label]["us"] > 0
@@ -28,6 +30,37 @@ def test_the_sweep_times_every_right_variant_in_every_round(tmp_path):
     # a block that is not a power of two cannot compile (tl.arange): reported, not timed
     assert records["FILL_BLOCK=1000"]["us"] is None and records["FILL_BLOCK=1000"]["wrong"]
     assert "WRONG" in proc.stdout and "| cpu_single_t75_e20_bs8 | as shipped |" in proc.stdout
+
+
+def test_a_sweep_cut_off_keeps_the_workloads_it_finished(tmp_path):
+    """The file is rewritten after each workload, `complete` false until the last (a GPU step's time limit cut one
+    off and lost every number: bench/results/2026-12-06-owed-32 call2); killed after its first, it holds that one."""
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "bench/sweep.py", "moe_align_block_size", "--device", "cpu", "--workloads",
+         "cpu_decode_t3_e64_bs32,cpu_single_t75_e20_bs8", "--reps", "1", "--rounds", "2", "--json", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:  # the message follows the write: killed then, the file is whole and the second workload unfinished
+        line = next((line for line in proc.stderr if line.startswith(f"{out}: ")), "")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert line.strip() == f"{out}: 1 of 2 runs written"
+    sweep = json.loads(out.read_text())
+    assert sweep["complete"] is False
+    assert {r["workload"] for r in sweep["records"]} == {"cpu_decode_t3_e64_bs32"}
+    assert {r["variant"] for r in sweep["records"]} >= {"reference", "as shipped"}
+
+
+def test_an_unknown_workload_is_refused_before_anything_is_timed(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "bench/sweep.py", "moe_align_block_size", "--device", "cpu", "--workloads",
+         "cpu_single_t75_e20_bs8,no_such_workload", "--json", str(tmp_path / "sweep.json")],
+        cwd=ROOT, env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "has no workload 'no_such_workload'" in proc.stderr
+    assert not (tmp_path / "sweep.json").exists() and "| cpu_single_t75_e20_bs8 |" not in proc.stdout
 
 
 def test_the_sweep_checks_fp8_codes_as_the_gpu_rounds_them(tmp_path):
