@@ -30,6 +30,7 @@ import contextlib
 import functools
 import itertools
 import json
+import os
 import re
 import statistics
 import sys
@@ -242,9 +243,11 @@ def main() -> int:
                 records.append({"workload": workload.name, "seed": seed, "variant": label, "us": None,
                                 "wrong": why, "floor_us": floor_us})
         sys.stdout.flush()
-        if args.json:
-            args.json.write_text(json.dumps({"task": task.id, "environment": env, "ceilings": ceilings,
-                                             "complete": done == len(runs), "records": records}, indent=1))
+        if args.json:  # whole or not at all, though a time limit's signal may come at any moment
+            partial = args.json.with_name(args.json.name + ".partial")
+            partial.write_text(json.dumps({"task": task.id, "environment": env, "ceilings": ceilings,
+                                           "complete": done == len(runs), "records": records}, indent=1))
+            os.replace(partial, args.json)
             print(f"{args.json}: {done} of {len(runs)} runs written", file=sys.stderr, flush=True)
     return 0
 
