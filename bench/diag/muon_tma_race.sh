@@ -11,12 +11,18 @@ export PYTHONPATH=src
 repeats=${1:-3}
 shift $(($# > 0 ? 1 : 0))
 variant=$(mktemp --suffix=.py)
-cp src/d2kbench/tasks/optimizer/muon_newton_schulz/expert.py "$variant"
-for setting in "$@"; do
-  name=${setting%%=*}
-  sed -i "s/^$name = .*/$name = ${setting#*=}/" "$variant"
-  grep -q "^$name = ${setting#*=}\$" "$variant" || { echo "$name not found in expert.py"; exit 2; }
-done
+# the settings applied as bench/sweep.py's --set applies them (parse_value, variant_source: a knob assigned once)
+python3 - "$variant" "$@" <<'PY' || exit 2
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "bench")
+from sweep import parse_value, variant_source
+
+knobs = {name: parse_value(value) for name, _, value in (s.partition("=") for s in sys.argv[2:])}
+source = Path("src/d2kbench/tasks/optimizer/muon_newton_schulz/expert.py").read_text()
+Path(sys.argv[1]).write_text(variant_source(source, knobs))
+PY
 for i in $(seq "$repeats"); do
   python3 -m d2kbench eval muon_newton_schulz "$variant" --no-time \
     --workloads llama3_8b_attn_4096x4096,llama3_8b_down_4096x14336,llama3_70b_down_8192x28672 | grep -v '^sandbox:'
