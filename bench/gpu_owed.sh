@@ -23,6 +23,8 @@
 #             gpu_graph_content_cache.py (a device-side cache in the graph) input_cache from its replay sets
 #   worker_start  a worker's imports without bytecode and from the cache, cold evaluations before and after
 #   sustained_muon  muon's speedup spread with EvalOptions.sustained_ms = 100 (against fresh_muon's 0)
+#   ablations_*  each task's judge-calibration ablations against its expert, two evaluations each: the slowdowns
+#             rubric.toml's h200_cost quotes (bench/ablation_costs.py)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
 # bench/gpu_bench_session.sh runs the same bench and targets in a call of their own, without the rest.
 set -uo pipefail
@@ -109,6 +111,12 @@ once sustained_muon 300 python3 bench/evaluator_stability.py --repeats "$REPEATS
   --tasks muon_newton_schulz --json "$R/sustained_muon.json"
 once fresh_quant_per_token_group_fp8 220 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart \
   --tasks quant_per_token_group_fp8 --json "$R/fresh_quant_per_token_group_fp8.json"
+# what each judge-calibration ablation costs the current experts (rubric.toml's h200_cost; docs/judge.md), two
+# evaluations each, a task a step
+for t in attn_decode_paged_gqa moe_align_block_size quant_per_token_group_fp8 muon_newton_schulz; do
+  once "ablations_$t" 200 python3 bench/ablation_costs.py --tasks "$t" --repeats 2 --json "$R/ablations_$t.json" \
+    --markdown "$R/ablations_$t.md"
+done
 if [ -n "${RUN_TASKS:-}" ]; then
   once run 480 python3 -m d2kbench run --model scripted/expert --tasks "$RUN_TASKS" --configs none --out "$STATE/run"
   python3 -m d2kbench runs summary "$STATE/run" > "$R/run_summary.txt" 2>&1
