@@ -2,6 +2,8 @@
 removes (one evaluation each on the cpu workloads; they run in parallel under pytest-xdist)."""
 
 import ast
+import hashlib
+import re
 
 import pytest
 
@@ -27,6 +29,21 @@ def test_ablation_names_its_property_and_differs_from_the_expert(candidate):
     docstring = ast.get_docstring(ast.parse(source)) or ""
     assert f"`{candidate.removed}` removed" in docstring.splitlines()[0]
     assert source != candidate.task.expert_path.read_text()
+
+
+@pytest.mark.parametrize("candidate", ABLATIONS)
+def test_ablation_is_made_from_the_current_expert(candidate):
+    """An ablation is the expert as it is, one property removed: its docstring names the sha256 of the expert.py it
+    was made from. Until 2026-12-06 nothing checked it, and attention's and quant's ablations were copies of experts
+    several changes old: attention's `exp2_with_log2e_folded` lacked the dynamic split, so its measured cost on the
+    128k sequence (1.13x) was that split's, not exp2's (bench/results/2026-12-06-owed-33 call2)."""
+    docstring = ast.get_docstring(ast.parse(candidate.path.read_text())) or ""
+    found = re.search(r"Made from expert\.py with sha256 ([0-9a-f]{16})", docstring)
+    assert found, f"{candidate.path.name}: its docstring does not say which expert.py it was made from"
+    current = hashlib.sha256(candidate.task.expert_path.read_text().encode()).hexdigest()[:16]
+    assert found.group(1) == current, (
+        f"{candidate.task.id}'s expert.py changed since {candidate.path.name} was made from it: make the ablation "
+        f"again from the current expert (the same property removed), then give its docstring sha256 {current}")
 
 
 @pytest.mark.parametrize("candidate", ABLATIONS)

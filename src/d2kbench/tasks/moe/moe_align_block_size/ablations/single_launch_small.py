@@ -5,6 +5,8 @@ however few pairs it has, runs the two-launch path (the counting kernel, then th
 that recomputes the scan). The single-program kernel is gone. Every other design property is kept
 (for small inputs the multi-program path runs with one program). Expected cost on the H200: one
 extra kernel launch and a global round trip of the counts on the latency-bound decode workloads.
+
+Made from expert.py with sha256 2c8a4b9c0282aa3b (tests/test_judge_ablations.py).
 """
 
 import torch

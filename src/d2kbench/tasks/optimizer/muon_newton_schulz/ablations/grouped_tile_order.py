@@ -6,6 +6,8 @@ the symmetric kernel enumerates the upper triangle (or, with band tiles, the wid
 diagonal band) row by row, with no grouping of tile rows for L2 reuse. Every other design property is
 kept, the tile shapes' rule included. Expected cost on the H200: more L2 misses on the large
 rectangular and square products, whose panels are re-read from HBM.
+
+Made from expert.py with sha256 130e8cbb818c66de (tests/test_judge_ablations.py).
 """
 
 import torch

@@ -8,6 +8,8 @@ Expected cost on the H200: about twice the FLOPs and reads in the Gram and squar
 The expert's band tiles (wide tiles above the triangle's diagonal band, square ones on it) need a
 triangle: where the expert takes them, this full grid takes square tiles (wide ones where it takes
 wide ones).
+
+Made from expert.py with sha256 130e8cbb818c66de (tests/test_judge_ablations.py).
 """
 
 import torch
