@@ -123,3 +123,19 @@ def test_the_committed_sweeps_file_declares_its_sweeps_and_their_steps():
     assert body.startswith("run_sweeps")
     for spec in names.split():
         assert f'"$R/{spec.split(":")[0]}.json"' in body
+
+
+def test_env_names_the_sources_hash_that_steps_sh_prints_for_the_same_tree(tmp_path):
+    """The device's .git may lag the tree it copies, so env.txt carries a hash of the sources themselves; the same
+    command in a checkout says whether that checkout is what ran. A changed source changes it."""
+    env_txt = owed(tmp_path, "planted", 1)["env.txt"]
+    tree = script_tree(tmp_path)
+
+    def sources() -> str:
+        return subprocess.run(["bash", "bench/steps.sh", "--sources"], cwd=tree, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    before = sources()
+    assert len(before) == 16 and f"sources {before}" in env_txt
+    (tree / "src" / "d2kbench" / "tasks" / "t" / "expert.py").write_text("KNOB = 2\n")
+    assert sources() != before
