@@ -461,20 +461,40 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
+@pytest.mark.parametrize("four_programs", [False, True])
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, tmp_path):
-    """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
-    chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy, on this
-    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it)."""
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, four_programs, tmp_path):
+    """The dynamic split's one wave is sized at its programs per SM (SPLIT_PROGRAMS_PER_SM, or four with
+    DYNAMIC_FOUR_PROGRAMS): its kernel (a while loop of chunks around the pipelined tile loop, a relaxed atomic per
+    chunk) must compile to that occupancy, on this machine's Triton and the H200's (as shipped the 128k sequence, the
+    profile workload, takes it): 99 programs a KV head at three an SM, 132 at four (two stages under a 128-register
+    cap, a small spill)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    module = load_module(task.expert_path, "test_dynamic_occupancy")
+    candidate = (expert_variant(task, tmp_path, ("DYNAMIC_FOUR_PROGRAMS = False", "DYNAMIC_FOUR_PROGRAMS = True"))
+                 if four_programs else task.expert_path)
+    module = load_module(candidate, f"test_dynamic_occupancy_{four_programs}")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path)
+    assert module._dynamic_programs_per_sm() == (4 if four_programs else module.SPLIT_PROGRAMS_PER_SM)
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, candidate)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
+    programs = 132 if four_programs else 99
     assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == \
-        [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0)], report["triton"]
+        [(True, module._dynamic_programs_per_sm(), [4, 1, programs], 1.0)], report["triton"]
+    assert all(k.get("spill_store_bytes", 0) <= (160 if four_programs else 0) for k in split), split
+
+
+def test_the_dynamic_wave_at_four_programs_passes_the_cpu_workloads(tmp_path):
+    """DYNAMIC_FOUR_PROGRAMS's launches (two stages, a register cap) on the dynamic path, which every cpu workload
+    takes at one-tile chunks."""
+    task = find_task("attn_decode_paged_gqa")
+    variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
+                                              "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
+                             ("DYNAMIC_FOUR_PROGRAMS = False", "DYNAMIC_FOUR_PROGRAMS = True"))
+    result = evaluate(task, variant, EvalOptions(device="cpu"))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+    assert len(result.workloads) == len(task.split("cpu"))
 
 
 DYNAMIC_AGAIN = """

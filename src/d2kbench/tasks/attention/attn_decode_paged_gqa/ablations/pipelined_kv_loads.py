@@ -6,7 +6,7 @@ indirection are not multi-buffered (no software pipelining of the gathers). Ever
 property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
 tile's DRAM latency.
 
-Made from expert.py with sha256 974d90f79cfe6e7a (tests/test_judge_ablations.py).
+Made from expert.py with sha256 c55e4ef04bb48423 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -81,6 +81,14 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # whole-wave rule (the reason that rule stays off).
 DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
+# The dynamic wave at four programs an SM instead of three (the 128k sequence: 528 programs, not 396): its launches at
+# two stages (39 KB of shared memory, one K/V buffer ahead) under a cap of 128 registers (sm_90: 112-136 bytes of
+# spill; uncapped, two stages take 154-159 registers and three programs), against three stages uncapped (72 KB: three
+# programs). Why it might pay: ncu has that wave issue-bound at 18% occupancy and 0.38 issued warps a scheduler
+# (bench/results/2026-12-06-owed-29), and neither one stage (owed-33 call3, `pipelined_kv_loads`: 1.002x) nor more
+# stages (owed-29) moved it, so more resident warps are what is left to try. Off until timed (bench/sweeps.sh
+# `attn_four_programs`); the static splits keep three stages either way (one stage cost llama3_70b 17%).
+DYNAMIC_FOUR_PROGRAMS = False
 # Chunks sized by the tiles left instead (guided self-scheduling: long chunks first, single tiles at the wave's end,
 # where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
 # programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
@@ -356,12 +364,22 @@ def _whole_wave_splits(programs, most, slots):
     return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
+def _dynamic_programs_per_sm():
+    """The dynamic wave's resident programs per SM (its kernel's sm_90 occupancy; tests check it)."""
+    return 4 if DYNAMIC_FOUR_PROGRAMS else SPLIT_PROGRAMS_PER_SM
+
+
+def _split_launch(dynamic):
+    """The split kernel's pipeline stages and register cap (None: the compiler's choice) for this launch."""
+    return (2, 128) if dynamic and DYNAMIC_FOUR_PROGRAMS else (SPLIT_NUM_STAGES, None)
+
+
 def _dynamic_splits(batch, kv_heads, max_pages, page, device):
     """The dynamic split's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most
     one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
     if DYNAMIC_SPLIT_MIN_PROGRAMS is None:
         return 0
-    per_pair = SPLIT_PROGRAMS_PER_SM * _sm_count(device) // (batch * kv_heads)
+    per_pair = _dynamic_programs_per_sm() * _sm_count(device) // (batch * kv_heads)
     programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N * DYNAMIC_CHUNK_TILES))
     return programs if programs >= max(2, DYNAMIC_SPLIT_MIN_PROGRAMS) else 0
 
@@ -425,6 +443,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
+    stages, max_registers = _split_launch(dynamic)
     _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
         float(scale) * LOG2E, num_splits,
@@ -438,7 +457,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
+        num_warps=SPLIT_NUM_WARPS, num_stages=stages, **({"maxnreg": max_registers} if max_registers else {}),
     )
     if direct:
         return o
