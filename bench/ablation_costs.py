@@ -69,12 +69,12 @@ def main() -> int:
             record = {"task": task.id, "ablation": candidate.removed,
                       "verdicts": [f"{r.verdict}/{r.reason}" if r.reason else r.verdict for r in results],
                       "slowdowns": slowdowns(results), "recorded": costs.get(candidate.removed, ""),
-                      "failures": [f"{f.verdict}/{f.reason} ({f.workload}): {f.detail}"
-                                   for r in results for f in r.failures]}
+                      "failures": [f.line() for r in results for f in r.failures]}
             ok &= all(r.verdict == "pass" for r in results)
             records.append(record)
-            lines.extend(table_rows(record))
-            print("\n".join(table_rows(record)), *record["failures"], sep="\n", flush=True)
+            rows = table_rows(record)
+            lines.extend(rows)
+            print(*rows, *record["failures"], sep="\n", flush=True)
             if args.json:  # after each ablation: a run cut short keeps what it finished
                 args.json.write_text(json.dumps(records, indent=1))
     if args.markdown:

@@ -73,7 +73,7 @@ def main() -> int:
             print(f"    device outputs: {r.environment.get('device_outputs')}; compile cache files: "
                   f"{r.environment.get('compile_cache_files')}", flush=True)
             for f in r.failures:  # why an evaluation did not pass, as the result says it
-                print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
+                print(f"    {f.line()}", flush=True)
             costly = sorted(r.requests_s.items(), key=lambda kv: -kv[1])[:24]
             print("    requests: " + ", ".join(f"{k} {v:.1f}" for k, v in costly), flush=True)
             for w in r.workloads:  # candidate vs expert medians, events and graph replays, in us

@@ -2,7 +2,6 @@
 removes (one evaluation each on the cpu workloads; they run in parallel under pytest-xdist)."""
 
 import ast
-import hashlib
 import re
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from d2kbench.evaluate.evaluator import EvalOptions, evaluate
 from d2kbench.judge.calibrate import calibration_set
 from d2kbench.judge.prompts import judge_messages
+from d2kbench.judge.records import text_hash
 from d2kbench.suite import load_suite
 
 TASKS = {t.id: t for t in load_suite()}
@@ -40,7 +40,7 @@ def test_ablation_is_made_from_the_current_expert(candidate):
     docstring = ast.get_docstring(ast.parse(candidate.path.read_text())) or ""
     found = re.search(r"Made from expert\.py with sha256 ([0-9a-f]{16})", docstring)
     assert found, f"{candidate.path.name}: its docstring does not say which expert.py it was made from"
-    current = hashlib.sha256(candidate.task.expert_path.read_text().encode()).hexdigest()[:16]
+    current = text_hash(candidate.task.expert_path.read_text())[:16]
     assert found.group(1) == current, (
         f"{candidate.task.id}'s expert.py changed since {candidate.path.name} was made from it: make the ablation "
         f"again from the current expert (the same property removed), then give its docstring sha256 {current}")

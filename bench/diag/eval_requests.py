@@ -69,7 +69,7 @@ def main() -> None:
         print(f"evaluation {i}: {result.verdict}, {time.perf_counter() - start:.1f} s ({phases}); "
               f"{len(LOG)} requests, {sum(r['s'] for r in LOG):.1f} s in them", flush=True)
         for f in result.failures:
-            print(f"    {f.verdict}/{f.reason} ({f.workload}): {f.detail}", flush=True)
+            print(f"    {f.line()}", flush=True)
     print("| worker | op | fn | slot | at s | s | worker's stages (s) |")
     print("|---|---|---|---|---|---|---|")
     for r in sorted(LOG, key=lambda r: -r["s"])[: args.top]:

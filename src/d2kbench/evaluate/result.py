@@ -69,6 +69,10 @@ class Failure:
         if self.reason not in REASONS.get(self.verdict, ()):
             raise ValueError(f"reason {self.reason!r} is not a {self.verdict!r} reason")
 
+    def line(self) -> str:
+        """One line for a person: verdict/reason, the workload and the detail."""
+        return f"{self.verdict}/{self.reason} ({self.workload}): {self.detail}"
+
 
 @dataclass
 class Timing:
