@@ -2,7 +2,7 @@
 # NAME:KNOB,KNOB for a sweep that decides only those knobs (bench/pick_knobs.py), and run_sweeps runs their steps
 # (`once NAME LIMIT python3 bench/sweep.py ... --json "$R/NAME.json"`) before the bench, which times the experts with
 # the winners set. Decided sweeps leave this file (the twenty-sixth session's: bench/results/2026-12-06-owed-26 call1).
-SWEEPS=(quant_flat_tiles:FLAT_TILES muon_tma:MM_TMA attn_four_programs:DYNAMIC_FOUR_PROGRAMS)
+SWEEPS=(quant_flat_tiles:FLAT_TILES muon_tma:MM_TMA attn_four_programs:DYNAMIC_FOUR_PROGRAMS attn_warp_pages:WARP_PAGES)
 run_sweeps() {
   # quant's one-group tiles addressed from the program id (M=8: a latency chain whose load waited on an integer
   # division), shipped on an H100's paired rounds (bench/results/2026-12-06-owed-27); the H200's: the tiles
@@ -20,4 +20,8 @@ run_sweeps() {
   # the 128k sequence takes that wave; two input draws of ten rounds, pooled for the pick's paired rule
   once attn_four_programs 120 python3 bench/sweep.py attn_decode_paged_gqa --workloads qwen3_235b_a22b_b1_l128k \
     --set DYNAMIC_FOUR_PROGRAMS=False,True --rounds 10 --seeds 7,8 --json "$R/attn_four_programs.json"
+  # attention's pages shared out one a warp, each warp its own online softmax merged at the program's end, against the
+  # column-split tiles: every scored workload takes it (16-token pages), six rounds
+  once attn_warp_pages 150 python3 bench/sweep.py attn_decode_paged_gqa --set WARP_PAGES=False,True --rounds 6 \
+    --json "$R/attn_warp_pages.json"
 }
