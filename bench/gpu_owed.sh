@@ -52,7 +52,8 @@ once() {  # once NAME LIMIT COMMAND...: `step`, unless an earlier call finished 
 # twenty-fourth's: attn_guided on both GPUs and muon_plan on the H100, bench/results/2026-12-05-owed-24; the
 # twenty-fifth's: quant_small_grid, quant_min_warps, quant_reciprocal and attn_heads on the H200,
 # bench/results/2026-12-05-owed-25 calls 1 and 2; the twenty-sixth's: attn_waves, attn_pairs and quant_scale_product
-# on the H200, bench/results/2026-12-06-owed-26 call1).
+# on the H200, bench/results/2026-12-06-owed-26 call1; the thirty-fourth's: quant_flat_tiles, muon_tma, attn_four_programs and
+# attn_warp_pages on the H200, bench/results/2026-12-06-owed-34 calls 1-2).
 PRISTINE=$(mktemp -d)
 cp -r src/d2kbench/tasks "$PRISTINE/"
 pick_knobs() {

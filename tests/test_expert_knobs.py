@@ -461,80 +461,20 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
-# knob -> (its setting, the dynamic wave's programs a KV head on the 128k sequence, the spill allowed per thread)
-DYNAMIC_VARIANTS = {"shipped": (None, 99, 0), "four_programs": ("DYNAMIC_FOUR_PROGRAMS", 132, 160),
-                    "warp_pages": ("WARP_PAGES", 99, 160)}
-
-
-@pytest.mark.parametrize("variant", list(DYNAMIC_VARIANTS))
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, variant, tmp_path):
-    """The dynamic split's one wave is sized at its programs per SM (SPLIT_PROGRAMS_PER_SM, or four with
-    DYNAMIC_FOUR_PROGRAMS): its kernel (a while loop of chunks around the pipelined tile loop, a relaxed atomic per
-    chunk) must compile to that occupancy, on this machine's Triton and the H200's (as shipped the 128k sequence, the
-    profile workload, takes it): 99 programs a KV head at three an SM, 132 at four (two stages under a 128-register
-    cap, a small spill). WARP_PAGES' warps each hold a whole accumulator: under its 168-register cap, three an SM."""
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, tmp_path):
+    """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
+    chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy, on this
+    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    knob, programs, spill = DYNAMIC_VARIANTS[variant]
-    candidate = expert_variant(task, tmp_path, (f"{knob} = False", f"{knob} = True")) if knob else task.expert_path
-    module = load_module(candidate, f"test_dynamic_occupancy_{variant}")
+    module = load_module(task.expert_path, "test_dynamic_occupancy")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
-    assert module._dynamic_programs_per_sm() == (4 if variant == "four_programs" else module.SPLIT_PROGRAMS_PER_SM)
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, candidate)
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
     assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == \
-        [(True, module._dynamic_programs_per_sm(), [4, 1, programs], 1.0)], report["triton"]
-    assert all(k.get("spill_store_bytes", 0) <= spill for k in split), split
-
-
-def test_the_dynamic_wave_at_four_programs_passes_the_cpu_workloads(tmp_path):
-    """DYNAMIC_FOUR_PROGRAMS's launches (two stages, a register cap) on the dynamic path, which every cpu workload
-    takes at one-tile chunks."""
-    task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
-                                              "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-                             ("DYNAMIC_FOUR_PROGRAMS = False", "DYNAMIC_FOUR_PROGRAMS = True"))
-    result = evaluate(task, variant, EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-    assert len(result.workloads) == len(task.split("cpu"))
-
-
-def test_pages_one_a_warp_pass_the_cpu_workloads_and_keep_three_programs_an_sm(tmp_path):
-    """WARP_PAGES on the static splits: every cpu workload's pages are 16 tokens (slots with no token at the ragged
-    ends, a one-token sequence). Compiled for sm_90 on llama3_8b (static splits) it keeps the tiles' three programs
-    an SM without a spill (the dynamic wave's small spill: the occupancy test above)."""
-    task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("WARP_PAGES = False", "WARP_PAGES = True"))
-    result = evaluate(task, variant, EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-    assert len(result.workloads) == len(task.split("cpu"))
-    split = [k for k in compile_report(task, variant, workload="llama3_8b_b64_l4k")
-             if k["kernel"] == "_decode_split_kernel"]
-    assert [(k["ok"], k["programs_per_sm"], k.get("spill_store_bytes", 0)) for k in split] == [(True, 3, 0)], split
-
-
-def test_pages_one_a_warp_pass_the_dynamic_split_too(tmp_path):
-    """WARP_PAGES on the dynamic path: each program's slots carried over several one-tile chunks and merged once, and
-    programs that took no chunk (the interpreter runs the first program's chunks all before the others start)."""
-    task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
-                                              "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-                             ("WARP_PAGES = False", "WARP_PAGES = True"))
-    result = evaluate(task, variant, EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-    assert len(result.workloads) == len(task.split("cpu"))
-
-
-def test_pages_go_one_a_warp_only_where_a_page_is_a_warps_share_of_a_tile():
-    """WARP_PAGES' slots: pages of 16 tokens (the MMA's K; four warps x 16 = one 64-token tile), else the tiles."""
-    module = load_module(find_task("attn_decode_paged_gqa").expert_path, "test_page_slots")
-    assert module.WARP_PAGES is False and module._page_slots(16) == 1   # off as shipped
-    module.WARP_PAGES = True
-    assert {page: module._page_slots(page) for page in (8, 16, 24, 32)} == {8: 1, 16: 4, 24: 1, 32: 1}
-    assert module._split_launch(False, 4) == (module.SPLIT_NUM_STAGES, 168)
-    assert module._split_launch(False, 1) == (module.SPLIT_NUM_STAGES, None)
+        [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0)], report["triton"]
 
 
 DYNAMIC_AGAIN = """

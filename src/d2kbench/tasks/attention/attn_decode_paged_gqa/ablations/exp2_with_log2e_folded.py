@@ -6,7 +6,7 @@ log-sum-exp is a natural logarithm (tl.log) that the merge exponentiates with tl
 design property is kept. Expected cost on the H200: tl.exp lowers to a multiply plus ex2.approx per
 element in the inner loop instead of one ex2.approx.
 
-Made from expert.py with sha256 afc1e90e61d2d904 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 5ed9ae061bee5648 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -79,24 +79,6 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # whole-wave rule (the reason that rule stays off).
 DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
-# The dynamic wave at four programs an SM instead of three (the 128k sequence: 528 programs, not 396): its launches at
-# two stages (39 KB of shared memory, one K/V buffer ahead) under a cap of 128 registers (sm_90: 112-136 bytes of
-# spill; uncapped, two stages take 154-159 registers and three programs), against three stages uncapped (72 KB: three
-# programs). Why it might pay: ncu has that wave issue-bound at 18% occupancy and 0.38 issued warps a scheduler
-# (bench/results/2026-12-06-owed-29), and neither one stage (owed-33 call3, `pipelined_kv_loads`: 1.002x) nor more
-# stages (owed-29) moved it, so more resident warps are what is left to try. Off until timed (bench/sweeps.sh
-# `attn_four_programs`); the static splits keep three stages either way (one stage cost llama3_70b 17%).
-DYNAMIC_FOUR_PROGRAMS = False
-# One page per warp (vLLM's CUDA paged attention shares a sequence's blocks out among warps alike): each warp runs an
-# online softmax of its own over every SPLIT_NUM_WARPS-th page (a batched dot: [warps, group, D] x [warps, D, page]),
-# and the warps' states are merged once, at the program's end. Why it might pay: as shipped the four warps split
-# each tile's scores and outputs by columns, so every tile takes cross-warp row max and sum and a reshuffle of P
-# through shared memory (seven barriers a tile in the sm_90 PTX; a toy of this form has two and a quarter fewer
-# instructions a tile), on a wave that ncu has issue-bound (bench/results/2026-12-06-owed-29). The costs: each warp
-# holds a whole [group, D] accumulator (4x the registers of a quarter), and the end-of-program merge. Pages of at
-# least 16 tokens (the MMA's K), a power of two; other pages take the tiles. Off until timed (bench/sweeps.sh
-# `attn_warp_pages`).
-WARP_PAGES = False
 # Chunks sized by the tiles left instead (guided self-scheduling: long chunks first, single tiles at the wave's end,
 # where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
 # programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
@@ -117,6 +99,15 @@ WARP_PAGES = False
 # issues, 18% occupancy achieved either way, DRAM 81 -> 64% of peak: a 16-token page an iteration costs more
 # instructions a byte (mbarrier waits, a small MMA and the softmax per page) than 16-byte loads of 64-token tiles save.
 # Not kept (without a gather in Hopper's TMA, a page per box is all it can do at 16-token pages).
+# The dynamic wave at four programs an SM (two stages under a 128-register cap, 528 programs on the 128k sequence
+# instead of 396 at three stages): 76.4 -> 87.6 us on the H200, slower in 20 of 20 rounds (bench/results/
+# 2026-12-06-owed-34 call1). Not kept: more resident warps do not pay for a stage less and the cap's spill.
+# One 16-token page a warp, each warp its own online softmax through a batched dot ([warps, group, D] x [warps, D,
+# page]: a warp's scores, sums and P never leave it) and the warps merged once at the program's end (vLLM's CUDA
+# paged attention shares blocks out among warps alike): the sm_90 tile loop 22-28% fewer instructions and two
+# barriers instead of seven, but each warp holds a whole accumulator (168 registers under a cap, a spill on the
+# dynamic wave). On the H200 llama3_8b 254.2 -> 265.9 us, llama3_70b 491.5 -> 497.4, the 128k sequence 76.2 -> 96.2,
+# only qwen3_8b_lvar faster (281.1 -> 275.1) (bench/results/2026-12-06-owed-34 call1). Not kept.
 
 _SM_COUNT = {}
 
@@ -164,7 +155,6 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
-    SLOTS: tl.constexpr,                   # WARP_PAGES: one page a warp, TILE = SLOTS pages (1: column-split tiles)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -180,35 +170,21 @@ def _decode_split_kernel(
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
         heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
+        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_PAD], tl.float32)
+        acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
         counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
-        if SLOTS > 1:
-            qs = tl.broadcast_to(q[None, :, :], [SLOTS, GROUP_PAD, HEAD_DIM])
-            m_w = tl.full([SLOTS, GROUP_PAD], float("-inf"), tl.float32)
-            l_w = tl.zeros([SLOTS, GROUP_PAD], tl.float32)
-            acc_w = tl.zeros([SLOTS, GROUP_PAD, HEAD_DIM], tl.float32)
-            while chunk * CHUNK < seq_len:
-                start = chunk * CHUNK
-                m_w, l_w, acc_w = _attend_pages(
-                    qs, m_w, l_w, acc_w, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
-                    qk_scale, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, SLOTS, DOT_PRECISION, PREFETCH_PAGES)
-                chunk = tl.atomic_add(counter, 1, sem="relaxed")
-            m_i, l_i, acc = _merge_slots(m_w, l_w, acc_w)
-        else:
-            m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-            l_i = tl.zeros([GROUP_PAD], tl.float32)
-            acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
-            while chunk * CHUNK < seq_len:
-                start = chunk * CHUNK
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
-                    qk_scale, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
-                chunk = tl.atomic_add(counter, 1, sem="relaxed")
+        while chunk * CHUNK < seq_len:
+            start = chunk * CHUNK
+            m_i, l_i, acc = _attend_tiles(
+                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
+                qk_scale, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+            chunk = tl.atomic_add(counter, 1, sem="relaxed")
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
         tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
@@ -223,25 +199,16 @@ def _decode_split_kernel(
             # The whole query group of this KV head, resident for the whole split.
             heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
                                                       GROUP, GROUP_PAD, HEAD_DIM)
+            m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)   # running max
+            l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
+            acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
             bt_row = block_table_ptr + b * stride_bt_b
             k_base = k_ptr + kv_head * stride_k_head
             v_base = v_ptr + kv_head * stride_v_head
-            if SLOTS > 1:
-                m_w, l_w, acc_w = _attend_pages(
-                    tl.broadcast_to(q[None, :, :], [SLOTS, GROUP_PAD, HEAD_DIM]),
-                    tl.full([SLOTS, GROUP_PAD], float("-inf"), tl.float32), tl.zeros([SLOTS, GROUP_PAD], tl.float32),
-                    tl.zeros([SLOTS, GROUP_PAD, HEAD_DIM], tl.float32), start, end, bt_row, k_base, v_base,
-                    qk_scale, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, SLOTS, DOT_PRECISION, PREFETCH_PAGES)
-                m_i, l_i, acc = _merge_slots(m_w, l_w, acc_w)
-            else:
-                m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)   # running max
-                l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
-                acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale,
-                    stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+            m_i, l_i, acc = _attend_tiles(
+                q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale,
+                stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             if DIRECT:
                 # The only split: its normalised output is the output (a merge of one split would
                 # multiply it by exp(0) and divide by 1).
@@ -310,58 +277,6 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
     return m_i, l_i, acc
-
-
-@triton.jit
-def _attend_pages(q, m_w, l_w, acc_w, start, end, bt_row, k_base, v_base, qk_scale,
-                  stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                  HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, SLOTS: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  PREFETCH_PAGES: tl.constexpr):
-    """_attend_tiles with one page a slot (warp): SLOTS online softmaxes (m_w, l_w, acc_w: [SLOTS, ...]) over the
-    pages of [start, end) taken round-robin, SLOTS whole pages a step; start is a whole number of pages. A slot's
-    scores and sums stay in its warp (the batched dot puts slot s on warp s), so a step needs no exchange between
-    warps. A slot may see no token (the range's last step): its max stays -inf and it adds nothing."""
-    offs_d = tl.arange(0, HEAD_DIM)
-    slots = tl.arange(0, SLOTS)
-    offs_p = tl.arange(0, PAGE)
-    first = start // PAGE + slots
-    next_page_id = tl.load(bt_row + first, mask=PREFETCH_PAGES & (first * PAGE < end), other=0)
-    for tok0 in range(start, end, SLOTS * PAGE):
-        logical = tok0 // PAGE + slots                                   # [SLOTS] pages of this step
-        offs_n = logical[:, None] * PAGE + offs_p[None, :]              # [SLOTS, PAGE] tokens
-        tok_ok = offs_n < end
-        if PREFETCH_PAGES:
-            page_id = next_page_id.to(tl.int64)
-            ahead = logical + SLOTS
-            next_page_id = tl.load(bt_row + ahead, mask=ahead * PAGE < end, other=0)
-        else:
-            page_id = tl.load(bt_row + logical, mask=logical * PAGE < end, other=0).to(tl.int64)
-        k_off = page_id[:, None] * stride_k_page + offs_p[None, :] * stride_k_tok    # [SLOTS, PAGE]
-        v_off = page_id[:, None] * stride_v_page + offs_p[None, :] * stride_v_tok
-
-        k = tl.load(k_base + k_off[:, None, :] + offs_d[None, :, None], mask=tok_ok[:, None, :], other=0.0)
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale            # [SLOTS, GROUP_PAD, PAGE]
-        s = tl.where(tok_ok[:, None, :], s, float("-inf"))
-
-        m_new = tl.maximum(m_w, tl.max(s, 2))
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # a slot with no token yet: every weight 0, not NaN
-        alpha = tl.exp(m_w - m_ref)
-        p = tl.exp(s - m_ref[:, :, None])
-        l_w = l_w * alpha + tl.sum(p, 2)
-
-        v = tl.load(v_base + v_off[:, :, None] + offs_d[None, None, :], mask=tok_ok[:, :, None], other=0.0)
-        acc_w = acc_w * alpha[:, :, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_w = m_new
-    return m_w, l_w, acc_w
-
-
-@triton.jit
-def _merge_slots(m_w, l_w, acc_w):
-    """The slots' online-softmax states as one (m, l, acc over the slots' tokens together): the program's one
-    exchange between warps. m is -inf (and l 0) where no slot saw a token."""
-    m = tl.max(m_w, 0)
-    w = tl.exp(m_w - tl.where(m == float("-inf"), 0.0, m)[None, :])
-    return m, tl.sum(l_w * w, 0), tl.sum(acc_w * w[:, :, None], 0)
 
 
 @triton.jit
@@ -448,34 +363,12 @@ def _whole_wave_splits(programs, most, slots):
     return min(range(1, most + 1), key=lambda s: (Fraction(triton.cdiv(programs * s, slots), s), s))
 
 
-def _page_slots(page):
-    """WARP_PAGES' slots (one a warp) where this page size takes them, else 1: pages of a power of two tokens, at
-    least the MMA's K (16), SPLIT_NUM_WARPS of them one tile."""
-    if WARP_PAGES and page >= 16 and page & (page - 1) == 0 and SPLIT_NUM_WARPS * page == TILE_N:
-        return SPLIT_NUM_WARPS
-    return 1
-
-
-def _dynamic_programs_per_sm():
-    """The dynamic wave's resident programs per SM (its kernel's sm_90 occupancy; tests check it)."""
-    return 4 if DYNAMIC_FOUR_PROGRAMS else SPLIT_PROGRAMS_PER_SM
-
-
-def _split_launch(dynamic, slots):
-    """The split kernel's pipeline stages and register cap (None: the compiler's choice) for this launch."""
-    if dynamic and DYNAMIC_FOUR_PROGRAMS:
-        return 2, 128
-    # a warp's own [group, D] accumulator takes 190-255 registers uncapped (two programs an SM); at 168, three, as
-    # the tiles have (sm_90: no spill on the static splits, 68-120 bytes on the dynamic wave, Triton 3.9-3.6)
-    return SPLIT_NUM_STAGES, (168 if slots > 1 else None)
-
-
 def _dynamic_splits(batch, kv_heads, max_pages, page, device):
     """The dynamic split's programs per (sequence, KV head): one wave's slots shared out among the pairs, at most
     one a chunk; 0 (the static split rule's grid) where that is fewer than DYNAMIC_SPLIT_MIN_PROGRAMS or two."""
     if DYNAMIC_SPLIT_MIN_PROGRAMS is None:
         return 0
-    per_pair = _dynamic_programs_per_sm() * _sm_count(device) // (batch * kv_heads)
+    per_pair = SPLIT_PROGRAMS_PER_SM * _sm_count(device) // (batch * kv_heads)
     programs = min(per_pair, triton.cdiv(max_pages * page, TILE_N * DYNAMIC_CHUNK_TILES))
     return programs if programs >= max(2, DYNAMIC_SPLIT_MIN_PROGRAMS) else 0
 
@@ -539,8 +432,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
-    slots = _page_slots(page)
-    stages, max_registers = _split_launch(dynamic, slots)
     _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
         float(scale), num_splits,
@@ -553,8 +444,8 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         o.stride(0), o.stride(1),
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
-        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES, SLOTS=slots,
-        num_warps=SPLIT_NUM_WARPS, num_stages=stages, **({"maxnreg": max_registers} if max_registers else {}),
+        DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
+        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
         return o
