@@ -76,9 +76,20 @@ once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 # Attention's four scored workloads, expert against SDPA and the copy rate, in one process: its figures where the
 # suite bench cannot give them (on an 80 GB card attention's evaluation runs out of memory: docs/perf/evaluator.md).
 once attn_sweep 90 python3 bench/sweep.py attn_decode_paged_gqa --rounds 6 --json "$R/attn_sweep.json"
+# The sum-only stream of the 128k sequence's pages again, with the cases that tell what holds one KV head a program at
+# 85% of the copy rate where two reach 97% (owed-25): a load's run, the program's footprint, evict_first, the launch.
+once attn_stream_more 150 python3 bench/diag/attn_one_wave.py --parts stream_more --reps 30 \
+  --json "$R/attn_stream_more.json"
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
 # quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
+# Where the attention's time goes between its two kernels at the GPU's own clocks (ncu's --clock-control none; the
+# profiles above lock the SM clock at base): each kernel's duration, for the 128k sequence and llama3_8b; the
+# suite bench's time less their sum is the launches' gap.
+for w in qwen3_235b_a22b_b1_l128k llama3_8b_b64_l4k; do
+  once "ncu_attn_times_$w" 60 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \
+    python3 bench/ncu_target.py attn_decode_paged_gqa "$w"
+done
 # quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the two-warp expert's before
 # the reciprocal).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \

@@ -12,6 +12,8 @@ Three questions, each answered by times of the evaluator's Timer (CUDA events, L
            pages in order, and torch's copy of the cache; and with 2 or 4 adjacent KV heads a program (a token's
            heads are contiguous: 512 B or 1 KB runs instead of 256 B ones, the same bytes a program): would the
            split kernel stream faster with more than one KV head a program?
+  stream_more  the stream's cases and more: which of a load's run, the program's footprint, the eviction policy or
+           the expert's launch holds one head a program at 85% of the copy rate where two heads reach 97%?
 Every expert line is checked against the task's reference (the largest difference, scaled by the reference's rms).
 """
 
@@ -59,20 +61,31 @@ KNOBS = {  # label: module attributes set for the 128k sequence
 
 @triton.jit
 def _stream_kernel(k_ptr, v_ptr, bt_ptr, out_ptr, tokens_per_prog, stride_page, stride_tok,
-                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, HEADS: tl.constexpr):
+                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, HEADS: tl.constexpr,
+                   SEPARATE: tl.constexpr, EVICT: tl.constexpr):
     """Sum HEADS adjacent KV heads' K and V over a slice of one sequence's tokens through its block table (the
     expert's loads, nothing else; its split kernel reads one head, HEADS = 1). A token's heads are contiguous, so
-    a program reads runs of HEADS x HEAD_DIM elements."""
+    a program reads runs of HEADS x HEAD_DIM elements; with SEPARATE (two heads) each head's [TILE, HEAD_DIM] is a
+    load of its own, so the program reads the same bytes as in one run but no load instruction spans both heads.
+    EVICT is the loads' L2 eviction policy ("" for the default)."""
     head0 = tl.program_id(0) * HEADS
     start = tl.program_id(1) * tokens_per_prog
-    offs_d = tl.arange(0, HEADS * HEAD_DIM)
-    acc = tl.zeros([TILE, HEADS * HEAD_DIM], dtype=tl.float32)
+    if SEPARATE:
+        offs_d = tl.arange(0, HEAD_DIM)
+        acc = tl.zeros([TILE, HEAD_DIM], dtype=tl.float32)
+    else:
+        offs_d = tl.arange(0, HEADS * HEAD_DIM)
+        acc = tl.zeros([TILE, HEADS * HEAD_DIM], dtype=tl.float32)
     for tok0 in range(start, start + tokens_per_prog, TILE):
         offs_n = tok0 + tl.arange(0, TILE)
         page = tl.load(bt_ptr + offs_n // PAGE).to(tl.int64)
         off = page * stride_page + (offs_n % PAGE) * stride_tok + head0 * HEAD_DIM
-        acc += tl.load(k_ptr + off[:, None] + offs_d[None, :]).to(tl.float32)
-        acc += tl.load(v_ptr + off[:, None] + offs_d[None, :]).to(tl.float32)
+        acc += tl.load(k_ptr + off[:, None] + offs_d[None, :], eviction_policy=EVICT).to(tl.float32)
+        acc += tl.load(v_ptr + off[:, None] + offs_d[None, :], eviction_policy=EVICT).to(tl.float32)
+        if SEPARATE:
+            for h in tl.static_range(1, HEADS):
+                acc += tl.load(k_ptr + off[:, None] + h * HEAD_DIM + offs_d[None, :], eviction_policy=EVICT)
+                acc += tl.load(v_ptr + off[:, None] + h * HEAD_DIM + offs_d[None, :], eviction_policy=EVICT)
     tl.store(out_ptr + tl.program_id(1) * tl.num_programs(0) + tl.program_id(0), tl.sum(acc))
 
 
@@ -115,22 +128,47 @@ def split_occupancy(expert) -> int:
     return programs_per_sm(kernel.n_regs, kernel.metadata.num_warps, kernel.metadata.shared)[0]
 
 
-def stream_rates(inputs, ordered, timer: Timer, reps: int, report) -> None:
+def stream_rates(ref, inputs, ordered, timer: Timer, reps: int, report, more: bool = False) -> None:
     """The `stream` part: the sum-only kernel over the 128k sequence's pages, shuffled and in order, one KV head a
-    program and (shuffled) two or four; each program the same bytes (a fixed number of head-tokens)."""
+    program and (shuffled) two or four; each program the same bytes (a fixed number of head-tokens). With `more`
+    (part `stream_more`) also: one head under evict_first, two and four heads each a load of its own, and one head
+    at the expert's launch (four warps, three stages); and one and two heads over a sequence four times as long."""
     _, k_cache, v_cache, table, seq_lens, _ = inputs
     out = torch.empty(4096, dtype=torch.float32, device="cuda")
-    cases = [(1, "shuffled", table), (1, "in order", ordered), (2, "shuffled", table), (4, "shuffled", table)]
+    cases = [(1, "shuffled", table, ""), (1, "in order", ordered, ""), (2, "shuffled", table, ""),
+             (4, "shuffled", table, "")]
+    if more:  # how the one-head program's loads might reach the two-head rate (thirty-fifth session)
+        cases += [(1, "shuffled", table, "evict_first"), (2, "shuffled", table, "separate"),
+                  (4, "shuffled", table, "separate"), (1, "shuffled", table, "expert's launch")]
     for head_tokens in (256, 1024):
-        for heads, order, bt in cases:
+        for heads, order, bt, how in cases:
             tokens = head_tokens // heads
             grid = (k_cache.shape[2] // heads, int(seq_lens[0]) // tokens)
-            stream = lambda bt=bt, grid=grid, tokens=tokens, heads=heads: _stream_kernel[grid](  # noqa: E731
+            # the expert's launch: four warps, three stages (cp.async, K and V double-buffered), 64-token tiles
+            warps, stages = (4, 3) if how == "expert's launch" else (8, 1)
+            tile = 64 if how in ("separate", "expert's launch") else 64 // heads
+            stream = lambda bt=bt, grid=grid, tokens=tokens, heads=heads, how=how, warps=warps, stages=stages, \
+                tile=tile: _stream_kernel[grid](  # noqa: E731
                 k_cache, v_cache, bt, out, tokens, k_cache.stride(0), k_cache.stride(1),
-                HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=64 // heads, HEADS=heads, num_warps=8,
+                HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=min(tile, tokens), HEADS=heads,
+                SEPARATE=how == "separate", EVICT="evict_first" if how == "evict_first" else "",
+                num_warps=warps, num_stages=stages)
+            label = f"sum only, pages {order}, {heads} head(s) x {tokens} tokens a program"
+            report("stream", f"{label}{f', {how}' if how else ''} ({grid[0] * grid[1]} programs)",
+                   median_us(timer, stream, reps), kv_bytes(inputs))
+    if more:  # four times the bytes (one 512k-token sequence): is the one-head rate the run's, or the size's?
+        big = inputs_for(ref, dict(L128K, L=4 * L128K["L"]), False)
+        for heads in (1, 2):
+            tokens = 1024 // heads
+            grid = (big[1].shape[2] // heads, int(big[4][0]) // tokens)
+            stream = lambda grid=grid, tokens=tokens, heads=heads: _stream_kernel[grid](  # noqa: E731
+                big[1], big[2], big[3], out, tokens, big[1].stride(0), big[1].stride(1), HEAD_DIM=big[1].shape[3],
+                PAGE=big[1].shape[1], TILE=64 // heads, HEADS=heads, SEPARATE=False, EVICT="", num_warps=8,
                 num_stages=1)
-            report("stream", f"sum only, pages {order}, {heads} head(s) x {tokens} tokens a program "
-                   f"({grid[0] * grid[1]} programs)", median_us(timer, stream, reps), kv_bytes(inputs))
+            report("stream", f"sum only, a 512k-token sequence, {heads} head(s) x {tokens} tokens a program "
+                   f"({grid[0] * grid[1]} programs)", median_us(timer, stream, reps), kv_bytes(big))
+        del big
+        torch.cuda.empty_cache()
     whole = k_cache.numel() * k_cache.element_size()
     k_copy = torch.empty_like(k_cache)
     report("stream", "torch copy of the K pool (read + write)",
@@ -189,8 +227,8 @@ def main() -> int:
             continue
         report("knobs", label, us, kv_bytes(inputs), programs_per_sm=per_sm, error=error)
 
-    if "stream" in parts:
-        stream_rates(inputs, inputs_for(ref, L128K, True)[3], timer, args.reps, report)
+    if parts & {"stream", "stream_more"}:
+        stream_rates(ref, inputs, inputs_for(ref, L128K, True)[3], timer, args.reps, report, "stream_more" in parts)
     if args.json:
         args.json.write_text(json.dumps(dict(copy_rate=copy_rate, gpu=torch.cuda.get_device_name(),
                                              torch=torch.__version__, triton=triton.__version__,
