@@ -97,6 +97,10 @@ done
 # the reciprocal).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \
   dsv3_m8_k7168_row
+# muon's batch (2x missed by 6.1% on the H200, owed-34): three of its K = 768 symmetric products (the Gram product
+# skipped), as shipped (the fourteenth session's profile, owed-18 call5, was of kernels since replaced).
+once ncu_muon_batch 150 $NCU -k regex:_sym_gemm_kernel --launch-skip 1 --launch-count 3 \
+  python3 bench/ncu_target.py muon_newton_schulz qwen3_30b_a3b_experts_128x768x2048
 # quant's M=8 against the compiled comparator (issue 3: faster), a 5 us graph replay whose medians move by 3-7%
 # from process to process (docs/perf/evaluator.md): one process per step, six of them, so the note can give the
 # ratio's median and range over processes instead of one suite bench's draw.
