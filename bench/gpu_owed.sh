@@ -78,9 +78,6 @@ once bench 320 python3 -m d2kbench suite bench --out "$R/bench"
 once attn_sweep 90 python3 bench/sweep.py attn_decode_paged_gqa --rounds 6 --json "$R/attn_sweep.json"
 # The sum-only stream of the 128k sequence's pages again, with the cases that tell what holds one KV head a program at
 # 85% of the copy rate where two reach 97% (owed-25): a load's run, the program's footprint, evict_first, the launch.
-# The split stage with two adjacent KV heads a program through batched dots against one, on the 128k sequence and
-# llama3_8b (docs/perf/attention.md, thirty-fifth session: the prediction).
-once attn_head_pairs 90 python3 bench/diag/attn_head_pairs.py --json "$R/attn_head_pairs.json"
 once attn_stream_more 150 python3 bench/diag/attn_one_wave.py --parts stream_more --reps 30 \
   --json "$R/attn_stream_more.json"
 # The profiles behind the targets the committed runs miss (issue 3 asks for them in the note); the 128k sequence's and
