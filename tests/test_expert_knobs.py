@@ -54,9 +54,6 @@ SM90_ONLY_KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
-    # the dynamic wave's first chunks by index (the profile workload, the 128k sequence, takes that wave; the cpu
-    # workloads take it only with the wave's minimum lowered: test_dynamic_splits_leave_their_counters_zero...)
-    ("attn_decode_paged_gqa", "DYNAMIC_FIRST_CHUNK_BY_INDEX = False", "DYNAMIC_FIRST_CHUNK_BY_INDEX = True"),
     # a bf16 input's square state in bf16 (the interpreter has no bf16: no cpu workload is one)
     ("muon_newton_schulz", "STATE_FP16 = True", "STATE_FP16 = False"),
     # the scales by an IEEE division (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
@@ -464,30 +461,23 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
-@pytest.mark.parametrize("first_by_index", [False, True])
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, first_by_index, tmp_path):
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, tmp_path):
     """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy, on this
-    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it), with its first
-    chunks from the counter or by index."""
+    machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
     module = load_module(task.expert_path, "test_dynamic_occupancy")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
-    expert = task.expert_path
-    if first_by_index:
-        expert = expert_variant(task, tmp_path, ("DYNAMIC_FIRST_CHUNK_BY_INDEX = False",
-                                                 "DYNAMIC_FIRST_CHUNK_BY_INDEX = True"))
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, expert)
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
     assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == \
         [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0)], report["triton"]
 
 
 DYNAMIC_AGAIN = """
-import sys
 import torch
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
@@ -495,7 +485,6 @@ task = find_task("attn_decode_paged_gqa")
 ref = load_module(task.reference_path, "dyn_ref")
 module = load_module(task.expert_path, "dyn_expert")
 module.DYNAMIC_SPLIT_MIN_PROGRAMS, module.DYNAMIC_CHUNK_TILES = 2, 1
-module.DYNAMIC_FIRST_CHUNK_BY_INDEX = sys.argv[1] == "True"
 workload = task.workload("cpu_g4_f16_ragged")
 for seed in (1, 2, 3):  # fresh inputs each call: a count left over would skip chunks and give a wrong output
     inputs = ref.make_inputs(workload, seed, "cpu")
@@ -508,12 +497,8 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("first_by_index", [False, True])
-def test_dynamic_splits_leave_their_counters_zero_for_the_next_call(first_by_index):
-    """Right on fresh inputs call after call, with the first chunks taken from the counter or by the program's index
-    (DYNAMIC_FIRST_CHUNK_BY_INDEX: the counter then hands out the chunks after the wave's; a chunk taken twice or
-    skipped gives a wrong output)."""
-    proc = interpreted(DYNAMIC_AGAIN, str(first_by_index))
+def test_dynamic_splits_leave_their_counters_zero_for_the_next_call():
+    proc = interpreted(DYNAMIC_AGAIN)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 

@@ -6,7 +6,7 @@ indirection are not multi-buffered (no software pipelining of the gathers). Ever
 property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
 tile's DRAM latency.
 
-Made from expert.py with sha256 31c26ad5af78c2b2 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 77adc3f8be9d028f (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -81,15 +81,13 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
 # whole-wave rule (the reason that rule stays off).
 DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
-# Each dynamic program's first chunk by its index (program i of a pair takes chunk i; the counter then hands out the
-# chunks after the wave's first), so that the wave's first K/V loads wait on one dependent load (the page ids) instead
-# of an atomic's round trip and then that load: at the kernel's start every program is in that chain at once, with no
-# other program on its SM to stream meanwhile. Off until the H200 times it (bench/sweeps.sh `attn_first_chunk`).
-DYNAMIC_FIRST_CHUNK_BY_INDEX = False
 # Chunks sized by the tiles left instead (guided self-scheduling: long chunks first, single tiles at the wave's end,
 # where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
 # programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
 # slower (bench/results/2026-12-05-owed-24 calls 1 and 9). Not kept.
+# Each program's first chunk by its index (the counter handing out only the chunks after the wave's), one atomic's
+# round trip off the wave's start: 1.004x the time on an H100, inside the spread (bench/results/2026-12-06-h100-owed-35
+# call1). Not kept.
 # Two adjacent KV heads a program (one 512-byte run a token, which took a sum-only stream of the 128k sequence from 85%
 # to 97% of the copy rate) through block-diagonal [2 x GROUP_PAD, 2 x HEAD_DIM] queries: 1.3x slower at four warps,
 # 1.6x at eight, on every scored workload (the doubled dots and registers, two programs per SM instead of three;
@@ -162,7 +160,6 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
-    FIRST_BY_INDEX: tl.constexpr,          # DYNAMIC_FIRST_CHUNK_BY_INDEX
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -185,10 +182,7 @@ def _decode_split_kernel(
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
         counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
-        if FIRST_BY_INDEX:  # chunks 0 .. num_splits - 1 by index, the counter's from num_splits on
-            chunk = split
-        else:
-            chunk = tl.atomic_add(counter, 1, sem="relaxed")
+        chunk = tl.atomic_add(counter, 1, sem="relaxed")
         while chunk * CHUNK < seq_len:
             start = chunk * CHUNK
             m_i, l_i, acc = _attend_tiles(
@@ -196,8 +190,6 @@ def _decode_split_kernel(
                 qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
                 HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
-            if FIRST_BY_INDEX:
-                chunk += num_splits
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
         tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
@@ -458,7 +450,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        FIRST_BY_INDEX=DYNAMIC_FIRST_CHUNK_BY_INDEX,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
