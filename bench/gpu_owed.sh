@@ -84,8 +84,8 @@ once attn_stream_more 150 python3 bench/diag/attn_one_wave.py --parts stream_mor
 # quant's column-major ones are committed (owed-22).
 NCU="ncu --profile-from-start off --set full"
 # Where the attention's time goes between its two kernels at the GPU's own clocks (ncu's --clock-control none; the
-# profiles above lock the SM clock at base): each kernel's duration, for the 128k sequence and llama3_8b; the
-# suite bench's time less their sum is the launches' gap.
+# profiles above lock the SM clock at base): each kernel's duration, for the 128k sequence and llama3_8b (ncu runs
+# them apart, each from a flushed cache: their sum ran 2.6 us above the Timer's time of both on an H100, owed-35).
 for w in qwen3_235b_a22b_b1_l128k llama3_8b_b64_l4k; do
   once "ncu_attn_times_$w" 60 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \
     python3 bench/ncu_target.py attn_decode_paged_gqa "$w"

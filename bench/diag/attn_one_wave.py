@@ -128,12 +128,27 @@ def split_occupancy(expert) -> int:
     return programs_per_sm(kernel.n_regs, kernel.metadata.num_warps, kernel.metadata.shared)[0]
 
 
+def stream_launch(inputs, table, out, heads: int, tokens: int, how: str = ""):
+    """One case of the sum-only stream over `inputs`' sequence through `table`: its grid and a call of it. `how`:
+    "" (eight warps, plain loads, 64-token rows of all `heads` at once), "evict_first", "separate" (each head its
+    own load) or "expert's launch" (four warps, three stages of cp.async, 64-token tiles)."""
+    _, k_cache, v_cache, _, seq_lens, _ = inputs
+    grid = (k_cache.shape[2] // heads, int(seq_lens[0]) // tokens)
+    warps, stages = (4, 3) if how == "expert's launch" else (8, 1)
+    tile = 64 if how in ("separate", "expert's launch") else 64 // heads
+    return grid, lambda: _stream_kernel[grid](
+        k_cache, v_cache, table, out, tokens, k_cache.stride(0), k_cache.stride(1),
+        HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=min(tile, tokens), HEADS=heads,
+        SEPARATE=how == "separate", EVICT="evict_first" if how == "evict_first" else "",
+        num_warps=warps, num_stages=stages)
+
+
 def stream_rates(ref, inputs, ordered, timer: Timer, reps: int, report, more: bool = False) -> None:
     """The `stream` part: the sum-only kernel over the 128k sequence's pages, shuffled and in order, one KV head a
     program and (shuffled) two or four; each program the same bytes (a fixed number of head-tokens). With `more`
     (part `stream_more`) also: one head under evict_first, two and four heads each a load of its own, and one head
     at the expert's launch (four warps, three stages); and one and two heads over a sequence four times as long."""
-    _, k_cache, v_cache, table, seq_lens, _ = inputs
+    _, k_cache, _, table, _, _ = inputs
     out = torch.empty(4096, dtype=torch.float32, device="cuda")
     cases = [(1, "shuffled", table, ""), (1, "in order", ordered, ""), (2, "shuffled", table, ""),
              (4, "shuffled", table, "")]
@@ -143,16 +158,7 @@ def stream_rates(ref, inputs, ordered, timer: Timer, reps: int, report, more: bo
     for head_tokens in (256, 1024):
         for heads, order, bt, how in cases:
             tokens = head_tokens // heads
-            grid = (k_cache.shape[2] // heads, int(seq_lens[0]) // tokens)
-            # the expert's launch: four warps, three stages (cp.async, K and V double-buffered), 64-token tiles
-            warps, stages = (4, 3) if how == "expert's launch" else (8, 1)
-            tile = 64 if how in ("separate", "expert's launch") else 64 // heads
-            stream = lambda bt=bt, grid=grid, tokens=tokens, heads=heads, how=how, warps=warps, stages=stages, \
-                tile=tile: _stream_kernel[grid](  # noqa: E731
-                k_cache, v_cache, bt, out, tokens, k_cache.stride(0), k_cache.stride(1),
-                HEAD_DIM=k_cache.shape[3], PAGE=k_cache.shape[1], TILE=min(tile, tokens), HEADS=heads,
-                SEPARATE=how == "separate", EVICT="evict_first" if how == "evict_first" else "",
-                num_warps=warps, num_stages=stages)
+            grid, stream = stream_launch(inputs, bt, out, heads, tokens, how)
             label = f"sum only, pages {order}, {heads} head(s) x {tokens} tokens a program"
             report("stream", f"{label}{f', {how}' if how else ''} ({grid[0] * grid[1]} programs)",
                    median_us(timer, stream, reps), kv_bytes(inputs))
@@ -160,14 +166,10 @@ def stream_rates(ref, inputs, ordered, timer: Timer, reps: int, report, more: bo
         big = inputs_for(ref, dict(L128K, L=4 * L128K["L"]), False)
         for heads in (1, 2):
             tokens = 1024 // heads
-            grid = (big[1].shape[2] // heads, int(big[4][0]) // tokens)
-            stream = lambda grid=grid, tokens=tokens, heads=heads: _stream_kernel[grid](  # noqa: E731
-                big[1], big[2], big[3], out, tokens, big[1].stride(0), big[1].stride(1), HEAD_DIM=big[1].shape[3],
-                PAGE=big[1].shape[1], TILE=64 // heads, HEADS=heads, SEPARATE=False, EVICT="", num_warps=8,
-                num_stages=1)
+            grid, stream = stream_launch(big, big[3], out, heads, tokens)
             report("stream", f"sum only, a 512k-token sequence, {heads} head(s) x {tokens} tokens a program "
                    f"({grid[0] * grid[1]} programs)", median_us(timer, stream, reps), kv_bytes(big))
-        del big
+        del big, stream
         torch.cuda.empty_cache()
     whole = k_cache.numel() * k_cache.element_size()
     k_copy = torch.empty_like(k_cache)
