@@ -6,7 +6,7 @@ log-sum-exp is a natural logarithm (tl.log) that the merge exponentiates with tl
 design property is kept. Expected cost on the H200: tl.exp lowers to a multiply plus ex2.approx per
 element in the inner loop instead of one ex2.approx.
 
-Made from expert.py with sha256 77adc3f8be9d028f (tests/test_judge_ablations.py).
+Made from expert.py with sha256 cefd003e71fb8718 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -32,7 +32,22 @@ SPLIT_NUM_WARPS = 4
 # times (one buffer at four stages, as shipped before); carried from the previous iteration, the K/V
 # loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
 PREFETCH_PAGE_IDS = True
-SPLIT_NUM_STAGES = 3      # K/V tiles double-buffered with the page ids one iteration ahead
+# The tile loop's own work (the thirty-sixth session; off until timed): the 128k sequence's split kernel reads its
+# pages at about 88% of the copy rate where a sum-only stream of them at its launch reads 96% (bench/results/
+# 2026-12-06-h100-owed-35), and its warps issue an instruction every 7.6 cycles, stalled most on shared memory
+# (owed-29's ncu): the loop around the loads is what it loses to. Each knob takes work off that loop.
+# UNMASKED_TILES: the whole tiles of a range without masks (no per-token select on the loads and scores), the
+# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 476 instructions on Triton 3.6).
+UNMASKED_TILES = False
+# DEFERRED_ROW_SUM: the softmax denominator kept per tile column ([group, tile], rescaled with the numerator) and
+# summed once after the range: one cross-warp reduction a tile instead of two (bar.sync 9 -> 6 a tile, Triton 3.6).
+DEFERRED_ROW_SUM = False
+# SWAP_AB_DOTS: the scores transposed, S^T = K Q^T and O^T = V^T P^T, so that the dots' M is the tile's 64 tokens or
+# the head dim and both run as warpgroup MMAs (wgmma) reading K and V from shared memory, with no ldmatrix (28 a tile
+# as shipped); the query group (16) is their N. Its tiles are buffered as many times as the stages (the mma.sync
+# loop: stages - 1), so it takes two stages to stay at three programs an SM (68 KB).
+SWAP_AB_DOTS = False
+SPLIT_NUM_STAGES = 2 if SWAP_AB_DOTS else 3   # K/V tiles double-buffered with the page ids one iteration ahead
 # Stage 2 is a latency-bound pass over a few MB: size each program to its work. A step merges up to
 # MERGE_MAX_SPLIT_BLOCK splits (the split count rounded up to a power of two, so few splits mean a
 # short masked tile), with one warp per MERGE_ELEMS_PER_THREAD x 32 values of the tile. The fixed
@@ -158,6 +173,9 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
+    UNMASKED: tl.constexpr,                # UNMASKED_TILES
+    DEFER_SUM: tl.constexpr,               # DEFERRED_ROW_SUM
+    SWAP: tl.constexpr,                    # SWAP_AB_DOTS
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -173,9 +191,7 @@ def _decode_split_kernel(
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
         heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
-        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_PAD], tl.float32)
-        acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+        m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, TILE, DEFER_SUM, SWAP)
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
@@ -186,8 +202,9 @@ def _decode_split_kernel(
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
                 qk_scale, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, UNMASKED, DEFER_SUM, SWAP)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
+        l_i, acc = _finished_state(l_i, acc, DEFER_SUM, SWAP)
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
         tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
@@ -202,16 +219,16 @@ def _decode_split_kernel(
             # The whole query group of this KV head, resident for the whole split.
             heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
                                                       GROUP, GROUP_PAD, HEAD_DIM)
-            m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)   # running max
-            l_i = tl.zeros([GROUP_PAD], tl.float32)                 # running denominator
-            acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)       # running numerator
+            # running max, denominator and numerator
+            m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, TILE, DEFER_SUM, SWAP)
             bt_row = block_table_ptr + b * stride_bt_b
             k_base = k_ptr + kv_head * stride_k_head
             v_base = v_ptr + kv_head * stride_v_head
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale,
                 stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, UNMASKED, DEFER_SUM, SWAP)
+            l_i, acc = _finished_state(l_i, acc, DEFER_SUM, SWAP)
             if DIRECT:
                 # The only split: its normalised output is the output (a merge of one split would
                 # multiply it by exp(0) and divide by 1).
@@ -240,16 +257,42 @@ def _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
 
 
 @triton.jit
+def _softmax_state(GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, TILE: tl.constexpr,
+                   DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
+    """An empty online softmax: running max, denominator (one a tile column with DEFER_SUM) and numerator (transposed,
+    [HEAD_DIM, GROUP_PAD], with SWAP)."""
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    if DEFER_SUM:
+        l_i = tl.zeros([TILE, GROUP_PAD] if SWAP else [GROUP_PAD, TILE], tl.float32)
+    else:
+        l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([HEAD_DIM, GROUP_PAD] if SWAP else [GROUP_PAD, HEAD_DIM], tl.float32)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _finished_state(l_i, acc, DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
+    """The denominator [GROUP_PAD] and numerator [GROUP_PAD, HEAD_DIM] of a carried online softmax."""
+    if DEFER_SUM:
+        l_i = tl.sum(l_i, 0 if SWAP else 1)
+    if SWAP:
+        acc = tl.trans(acc)
+    return l_i, acc
+
+
+@triton.jit
 def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale,
                   stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  PREFETCH_PAGES: tl.constexpr):
+                  PREFETCH_PAGES: tl.constexpr, UNMASKED: tl.constexpr, DEFER_SUM: tl.constexpr,
+                  SWAP: tl.constexpr):
     """The online softmax (m_i, l_i, acc) carried over the tokens [start, end) of one sequence and KV head, tile by
-    tile through the block table."""
-    offs_d = tl.arange(0, HEAD_DIM)
+    tile through the block table. With UNMASKED the loop takes the whole tiles without masks and the ragged last one
+    (only the sequence's end has one) after it."""
     first = start + tl.arange(0, TILE)
     next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
-    for tok0 in range(start, end, TILE):
+    body_end = start + (end - start) // TILE * TILE if UNMASKED else end
+    for tok0 in range(start, body_end, TILE):
         offs_n = tok0 + tl.arange(0, TILE)
         tok_ok = offs_n < end          # only the sequence's last tile is ragged
         # Logical token -> physical page through the block table; padding entries (-1) lie
@@ -261,25 +304,81 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
             next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
         else:
             page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
-        slot = offs_n % PAGE
-        k_off = page_id * stride_k_page + slot * stride_k_tok
-        v_off = page_id * stride_v_page + slot * stride_v_tok
+        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale,
+                                     stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                                     HEAD_DIM, PAGE, DOT_PRECISION, not UNMASKED, DEFER_SUM, SWAP)
+    if UNMASKED:
+        if body_end < end:
+            offs_n = body_end + tl.arange(0, TILE)
+            tok_ok = offs_n < end
+            if PREFETCH_PAGES:
+                page_id = next_page_id.to(tl.int64)
+            else:
+                page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
+            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale,
+                                         stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                                         HEAD_DIM, PAGE, DOT_PRECISION, True, DEFER_SUM, SWAP)
+    return m_i, l_i, acc
 
+
+@triton.jit
+def _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale,
+                 stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                 HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, DOT_PRECISION: tl.constexpr, MASKED: tl.constexpr,
+                 DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
+    """One tile (tokens offs_n, on pages page_id) folded into the online softmax. MASKED: the tile may hold tokens
+    past the range's end (tok_ok false). DEFER_SUM: the denominator kept a tile column each (no cross-warp sum a
+    tile). SWAP: the scores transposed, [TILE, GROUP_PAD], so that both dots have the tile's tokens or the head dim
+    as their M."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    slot = offs_n % PAGE
+    k_off = page_id * stride_k_page + slot * stride_k_tok
+    v_off = page_id * stride_v_page + slot * stride_v_tok
+    if SWAP:
+        # K [TILE, HEAD_DIM] as it lies (tokens the M of a warpgroup MMA reading it from shared memory), the
+        # queries transposed as the other operand.
+        if MASKED:
+            k = tl.load(k_base + k_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+        else:
+            k = tl.load(k_base + k_off[:, None] + offs_d[None, :])
+        s = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale   # [TILE, GROUP_PAD]
+        if MASKED:
+            s = tl.where(tok_ok[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 0))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[None, :])
+        if DEFER_SUM:
+            l_i = l_i * alpha[None, :] + p
+        else:
+            l_i = l_i * alpha + tl.sum(p, 0)
+    else:
         # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
-        k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+        if MASKED:
+            k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+        else:
+            k = tl.load(k_base + k_off[None, :] + offs_d[:, None])
         s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale   # [GROUP_PAD, TILE]
-        s = tl.where(tok_ok[None, :], s, float("-inf"))
+        if MASKED:
+            s = tl.where(tok_ok[None, :], s, float("-inf"))
 
         # Online softmax: rescale what was accumulated so far to the new running max.
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        if DEFER_SUM:
+            l_i = l_i * alpha[:, None] + p
+        else:
+            l_i = l_i * alpha + tl.sum(p, 1)
 
+    if MASKED:
         v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+    else:
+        v = tl.load(v_base + v_off[:, None] + offs_d[None, :])
+    if SWAP:
+        acc = acc * alpha[None, :] + tl.dot(tl.trans(v), p.to(v.dtype), input_precision=DOT_PRECISION)
+    else:
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m_i = m_new
-    return m_i, l_i, acc
+    return m_new, l_i, acc
 
 
 @triton.jit
@@ -448,6 +547,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
+        UNMASKED=UNMASKED_TILES, DEFER_SUM=DEFERRED_ROW_SUM, SWAP=SWAP_AB_DOTS,
         num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
     )
     if direct:
