@@ -90,6 +90,11 @@ for w in qwen3_235b_a22b_b1_l128k llama3_8b_b64_l4k; do
   once "ncu_attn_times_$w" 60 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum \
     python3 bench/ncu_target.py attn_decode_paged_gqa "$w"
 done
+# The 128k sequence's sum-only stream at the expert's launch (96% of copy on an H100, owed-35) beside its split kernel
+# (88%), both under the full set at locked clocks: the stall reasons, issue rate and occupancy the loop adds.
+once ncu_attn_stream 90 $NCU -k regex:_stream_kernel python3 bench/diag/attn_one_wave.py --parts ncu_stream --reps 3
+once ncu_attn_split 90 $NCU -k regex:_decode_split_kernel python3 bench/ncu_target.py attn_decode_paged_gqa \
+  qwen3_235b_a22b_b1_l128k
 # quant's M=8 with the knobs picked above (owed-25 call1 has the comparator's kernel and the two-warp expert's before
 # the reciprocal).
 once ncu_quant_m8 60 $NCU -k regex:_quant_group_fp8_kernel python3 bench/ncu_target.py quant_per_token_group_fp8 \

@@ -14,6 +14,9 @@ Three questions, each answered by times of the evaluator's Timer (CUDA events, L
            split kernel stream faster with more than one KV head a program?
   stream_more  the stream's cases and more: which of a load's run, the program's footprint, the eviction policy or
            the expert's launch holds one head a program at 85% of the copy rate where two heads reach 97%?
+  ncu_stream  one call of the stream at the expert's launch (one head, 256 tokens a program) between
+           cudaProfilerStart and Stop, for `ncu --profile-from-start off` beside the split kernel's profile
+           (bench/ncu_target.py): what the split kernel's loop adds to the loads alone.
 Every expert line is checked against the task's reference (the largest difference, scaled by the reference's rms).
 """
 
@@ -229,6 +232,16 @@ def main() -> int:
             continue
         report("knobs", label, us, kv_bytes(inputs), programs_per_sm=per_sm, error=error)
 
+    if "ncu_stream" in parts:
+        _, stream = stream_launch(inputs, inputs[3], torch.empty(4096, dtype=torch.float32, device="cuda"), 1, 256,
+                                  "expert's launch")
+        for _ in range(3):
+            stream()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        stream()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
     if parts & {"stream", "stream_more"}:
         stream_rates(ref, inputs, inputs_for(ref, L128K, True)[3], timer, args.reps, report, "stream_more" in parts)
     if args.json:
