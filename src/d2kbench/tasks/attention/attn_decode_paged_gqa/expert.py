@@ -48,7 +48,7 @@ PREFETCH_PAGE_IDS = True
 # 2026-12-06-h100-owed-35), and its warps issue an instruction every 7.6 cycles, stalled most on shared memory
 # (owed-29's ncu): the loop around the loads is what it loses to. Each knob takes work off that loop.
 # UNMASKED_TILES: the whole tiles of a range without masks (no per-token select on the loads and scores), the
-# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 476 instructions on Triton 3.6).
+# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 482 instructions on Triton 3.6).
 UNMASKED_TILES = False
 # DEFERRED_ROW_SUM: the softmax denominator kept per tile column ([group, tile], rescaled with the numerator) and
 # summed once after the range: one cross-warp reduction a tile instead of two (bar.sync 9 -> 6 a tile, Triton 3.6).

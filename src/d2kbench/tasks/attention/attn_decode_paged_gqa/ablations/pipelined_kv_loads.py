@@ -6,7 +6,7 @@ indirection are not multi-buffered (no software pipelining of the gathers). Ever
 property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
 tile's DRAM latency.
 
-Made from expert.py with sha256 cefd003e71fb8718 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 f0e362ea96459107 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -39,7 +39,7 @@ PREFETCH_PAGE_IDS = False
 # 2026-12-06-h100-owed-35), and its warps issue an instruction every 7.6 cycles, stalled most on shared memory
 # (owed-29's ncu): the loop around the loads is what it loses to. Each knob takes work off that loop.
 # UNMASKED_TILES: the whole tiles of a range without masks (no per-token select on the loads and scores), the
-# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 476 instructions on Triton 3.6).
+# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 482 instructions on Triton 3.6).
 UNMASKED_TILES = False
 # DEFERRED_ROW_SUM: the softmax denominator kept per tile column ([group, tile], rescaled with the numerator) and
 # summed once after the range: one cross-warp reduction a tile instead of two (bar.sync 9 -> 6 a tile, Triton 3.6).
