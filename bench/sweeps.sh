@@ -4,12 +4,12 @@
 # the winners set. Decided sweeps leave this file (the twenty-sixth session's: bench/results/2026-12-06-owed-26 call1;
 # the thirty-fourth's, on the H200: quant_flat_tiles, muon_tma, attn_four_programs and attn_warp_pages,
 # bench/results/2026-12-06-owed-34 calls 1-2; the thirty-fifth's attn_first_chunk, on an H100: bench/results/
-# 2026-12-06-h100-owed-35 call1).
-SWEEPS=(attn_tile_loop)
+# 2026-12-06-h100-owed-35 call1; the thirty-sixth's attn_tile_loop on an H100, bench/results/2026-12-07-h100-owed-36
+# calls 1 and 4, whose decision the H200 checks below).
+SWEEPS=(attn_swap_paths)
 run_sweeps() {
-  # attention's tile loop with less work around its loads (the thirty-sixth session; the expert's notes at
-  # UNMASKED_TILES): whole tiles without masks, the denominator summed once a range, both dots transposed onto wgmma;
-  # their cross product on every scored workload, ten rounds (the 128k sequence's 85% is missed by 2.3 points)
-  once attn_tile_loop 300 python3 bench/sweep.py attn_decode_paged_gqa --set UNMASKED_TILES=False,True \
-    --set DEFERRED_ROW_SUM=False,True --set SWAP_AB_DOTS=False,True --rounds 10 --json "$R/attn_tile_loop.json"
+  # attention's transposed tiles (wgmma) on the static splits only, as the H100 shipped them, against none and
+  # every path, on every scored workload, ten rounds: the H200's own decision
+  once attn_swap_paths 200 python3 bench/sweep.py attn_decode_paged_gqa --set SWAP_AB_DOTS=static,none,all \
+    --rounds 10 --json "$R/attn_swap_paths.json"
 }

@@ -26,10 +26,8 @@ KNOBS = [
     # runs a grid's programs in turn, so the first takes every chunk), on all three cpu workloads
     ("attn_decode_paged_gqa", "DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
      "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-    # the tile loop's knobs, each on every cpu workload (the ragged ends, a one-token sequence) as shipped
-    ("attn_decode_paged_gqa", "UNMASKED_TILES = False", "UNMASKED_TILES = True"),
-    ("attn_decode_paged_gqa", "DEFERRED_ROW_SUM = False", "DEFERRED_ROW_SUM = True"),
-    ("attn_decode_paged_gqa", "SWAP_AB_DOTS = False", "SWAP_AB_DOTS = True"),
+    # every cpu workload takes the static splits, whose scores are transposed as shipped: the mma.sync tiles
+    ("attn_decode_paged_gqa", 'SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "none"'),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     # one warp for the one-group tiles of small problems, as before (the cpu workloads' tiles are small too)
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
@@ -174,10 +172,18 @@ def test_attentions_whole_wave_rule_on_the_scored_shapes():
 
 
 def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(tmp_path):
-    """Without the page ids ahead the split kernel is smaller (one K/V buffer) and more of its programs fit an SM:
-    the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (on both Tritons)."""
+    """Without the page ids ahead the split kernel's mma.sync tiles are smaller (one K/V buffer) and more of its
+    programs fit an SM: the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (on both
+    Tritons); with the transposed tiles (two wgmma buffers) three an SM, 99 splits."""
     task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
+    swapped = expert_variant(task, tmp_path, ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
+                             ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
+                             ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"))
+    assert load_module(swapped, "test_whole_waves_swapped").SPLIT_PROGRAMS_PER_SM == 3
+    split = [k for k in compile_report(task, swapped) if k["kernel"] == "_decode_split_kernel"]
+    assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(3, [4, 1, 99], 1.0)]
+    variant = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "none"'),
+                             ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
                              ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
                              # the static grid (the dynamic kernel without the page ids ahead fits five programs per SM)
                              ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"))
@@ -465,49 +471,47 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
-# The tile loop's knobs as the sweep times them (each alone, and the two that fit together): the expert's text
-# replaced, (shipped, other) pairs; the cross product's other settings (SWAP_AB_DOTS with UNMASKED_TILES: 177
-# registers on Triton 3.6, two programs an SM) are timed but cannot ship at the occupancy the wave is counted in.
-TILE_LOOP_VARIANTS = {
-    "shipped": (),
-    "unmasked": (("UNMASKED_TILES = False", "UNMASKED_TILES = True"),),
-    "deferred_sum": (("DEFERRED_ROW_SUM = False", "DEFERRED_ROW_SUM = True"),),
-    "unmasked_deferred_sum": (("UNMASKED_TILES = False", "UNMASKED_TILES = True"),
-                              ("DEFERRED_ROW_SUM = False", "DEFERRED_ROW_SUM = True")),
-    "swap_ab": (("SWAP_AB_DOTS = False", "SWAP_AB_DOTS = True"),),
-    "swap_ab_deferred_sum": (("SWAP_AB_DOTS = False", "SWAP_AB_DOTS = True"),
-                             ("DEFERRED_ROW_SUM = False", "DEFERRED_ROW_SUM = True")),
-}
-
-
-@pytest.mark.parametrize("variant", list(TILE_LOOP_VARIANTS))
+@pytest.mark.parametrize("swap", ['"static"', '"all"'])
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, variant, tmp_path):
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, swap, tmp_path):
     """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy without a
-    spill, on this machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it),
-    with the tile loop's knobs too; SWAP_AB_DOTS puts both dots on wgmma, which no other setting uses."""
+    spill, on this machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it), with
+    the mma.sync tiles as shipped and with the transposed ones (SWAP_AB_DOTS = "all": wgmma at two stages)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    candidate = expert_variant(task, tmp_path, *TILE_LOOP_VARIANTS[variant])
-    module = load_module(candidate, f"test_dynamic_occupancy_{variant}")
+    candidate = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', f"SWAP_AB_DOTS = {swap}"))
+    module = load_module(candidate, f"test_dynamic_occupancy_{swap}")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
     report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, candidate)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
     assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"], k["wgmma"]) for k in split] == \
-        [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0, module.SWAP_AB_DOTS)], report["triton"]
+        [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0, swap == '"all"')], report["triton"]
     assert all(k.get("spill_store_bytes", 0) == 0 for k in split), split
 
 
-def test_the_tile_loops_knobs_together_pass_the_dynamic_split(tmp_path):
-    """UNMASKED_TILES, DEFERRED_ROW_SUM and SWAP_AB_DOTS at once on the dynamic path with one-tile chunks: the
-    denominator's columns and the transposed numerator carried over several chunks a program and finished once, the
-    ragged tail after the unmasked loop, and programs that took no chunk (an empty state: lse -inf)."""
+@pytest.mark.parametrize("triton_path", ["venv", "device"])
+def test_the_static_splits_run_their_dots_on_wgmma_at_three_programs_an_sm(triton_path):
+    """As shipped, llama3_8b's static splits take the transposed tiles: both dots wgmma, two stages, three programs
+    an SM (as the mma.sync tiles at three stages), no spill, on both Tritons; the merge is unchanged."""
+    if triton_path == "device" and not DEVICE_TRITON:
+        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
+    task = find_task("attn_decode_paged_gqa")
+    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path,
+                                 workload="llama3_8b_b64_l4k")
+    split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
+    assert [(k["ok"], k["wgmma"], k["num_stages"], k["programs_per_sm"], k.get("spill_store_bytes", 0))
+            for k in split] == [(True, True, 2, 3, 0)], report["triton"]
+
+
+def test_transposed_tiles_pass_the_dynamic_split(tmp_path):
+    """SWAP_AB_DOTS on the dynamic path with one-tile chunks: the transposed numerator carried over several chunks a
+    program and turned back once, and programs that took no chunk (an empty state: lse -inf)."""
     task = find_task("attn_decode_paged_gqa")
     variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
                                               "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
-                             *TILE_LOOP_VARIANTS["unmasked_deferred_sum"], *TILE_LOOP_VARIANTS["swap_ab"])
+                             ('SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "all"'))
     result = evaluate(task, variant, EvalOptions(device="cpu"))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == len(task.split("cpu"))

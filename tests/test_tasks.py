@@ -55,18 +55,21 @@ import json, sys, triton
 from d2kbench.evaluate.evaluator import compile_report
 from d2kbench.suite import find_task
 task = find_task(sys.argv[1])
-candidate = sys.argv[2] if len(sys.argv) > 2 else task.expert_path
-print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, candidate)}))
+candidate = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else task.expert_path
+workload = sys.argv[3] if len(sys.argv) > 3 else None
+print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, candidate, workload=workload)}))
 """
 
 
-def compile_report_with(triton_path: str | None, task_id: str, candidate: Path | None = None) -> dict:
-    """compile_report of a task's expert (or `candidate`) in a process whose Triton is the one installed at
-    `triton_path` (None: the venv's), and that Triton's version."""
+def compile_report_with(triton_path: str | None, task_id: str, candidate: Path | None = None,
+                        workload: str | None = None) -> dict:
+    """compile_report of a task's expert (or `candidate`) on its profile workload (or `workload`) in a process whose
+    Triton is the one installed at `triton_path` (None: the venv's), and that Triton's version."""
     # absolute: the workers that compile run in folders of their own
     paths = [str(Path(triton_path).resolve())] if triton_path else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
-    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id, *([str(candidate)] if candidate else [])],
+    args = [str(candidate or ""), *([workload] if workload else [])]
+    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id, *args],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

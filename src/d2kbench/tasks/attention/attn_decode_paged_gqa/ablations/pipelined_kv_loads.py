@@ -6,7 +6,7 @@ indirection are not multi-buffered (no software pipelining of the gathers). Ever
 property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
 tile's DRAM latency.
 
-Made from expert.py with sha256 f0e362ea96459107 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 b6977f5852ea4ae6 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -34,22 +34,18 @@ SPLIT_NUM_WARPS = 4
 # times (one buffer at four stages, as shipped before); carried from the previous iteration, the K/V
 # loads head the chain and get num_stages - 1 buffers (the sm_90 TTGIR, Triton 3.9).
 PREFETCH_PAGE_IDS = False
-# The tile loop's own work (the thirty-sixth session; off until timed): the 128k sequence's split kernel reads its
-# pages at about 88% of the copy rate where a sum-only stream of them at its launch reads 96% (bench/results/
-# 2026-12-06-h100-owed-35), and its warps issue an instruction every 7.6 cycles, stalled most on shared memory
-# (owed-29's ncu): the loop around the loads is what it loses to. Each knob takes work off that loop.
-# UNMASKED_TILES: the whole tiles of a range without masks (no per-token select on the loads and scores), the
-# sequence's ragged last tile after the loop (the sm_90 loop 510 -> 482 instructions on Triton 3.6).
-UNMASKED_TILES = False
-# DEFERRED_ROW_SUM: the softmax denominator kept per tile column ([group, tile], rescaled with the numerator) and
-# summed once after the range: one cross-warp reduction a tile instead of two (bar.sync 9 -> 6 a tile, Triton 3.6).
-DEFERRED_ROW_SUM = False
-# SWAP_AB_DOTS: the scores transposed, S^T = K Q^T and O^T = V^T P^T, so that the dots' M is the tile's 64 tokens or
-# the head dim and both run as warpgroup MMAs (wgmma) reading K and V from shared memory, with no ldmatrix (28 a tile
-# as shipped); the query group (16) is their N. Its tiles are buffered as many times as the stages (the mma.sync
-# loop: stages - 1), so it takes two stages to stay at three programs an SM (68 KB).
-SWAP_AB_DOTS = False
 SPLIT_NUM_STAGES = 1
+# Which of the split kernel's paths take their scores transposed, S^T = K Q^T and O^T = V^T P^T: "static" (equal
+# splits, merged), "direct" (one split a sequence, the output itself), "dynamic" (the one wave of chunks), "all" or
+# "none". Transposed, the dots' M is the tile's 64 tokens or the head dim and the query group (16) their N, so both
+# run as warpgroup MMAs (wgmma) reading K and V from shared memory, with no ldmatrix (28 a tile, Q re-read each
+# time, on the mma.sync path). The pipeliner buffers wgmma operands as many times as the stages (the mma.sync
+# loop: stages - 1), so these launches take SWAP_NUM_STAGES = 2 to stay at three programs an SM (68 KB). Measured
+# (an H100, bench/results/2026-12-07-h100-owed-36 calls 1 and 4): llama3_8b 371.4 -> 365.1 us and llama3_70b
+# 726.7 -> 713.4 (static splits; llama3_8b faster in 20 of 20 rounds), but qwen3_8b_lvar 399.3 -> 407.0 (direct)
+# and the 128k sequence 103.0 -> 104.1 (dynamic): on the static splits only.
+SWAP_AB_DOTS = "static"
+SWAP_NUM_STAGES = 1
 # Stage 2 is a latency-bound pass over a few MB: size each program to its work. A step merges up to
 # MERGE_MAX_SPLIT_BLOCK splits (the split count rounded up to a power of two, so few splits mean a
 # short masked tile), with one warp per MERGE_ELEMS_PER_THREAD x 32 values of the tile. The fixed
@@ -82,8 +78,9 @@ MERGE_PDL = False
 # gets its one wave from the dynamic split below.
 SPLIT_RULE = "waves"
 # The split kernel's sm_90 occupancy, which the rule's waves are counted in (tests check it against the compile):
-# with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers.
-SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS else 4
+# with the page ids ahead, 72 KB of shared memory a program; without, 39 KB and about 107 registers; the transposed
+# tiles of the static splits (SWAP_AB_DOTS) 68-70 KB at two stages either way.
+SPLIT_PROGRAMS_PER_SM = 4   # one stage: 22 KB of shared memory, four programs an SM on every path (sm_90)
 # Splits taken at run time: where one wave of resident programs gives each (sequence, KV head) pair at least
 # DYNAMIC_SPLIT_MIN_PROGRAMS of them (None: never), launch that wave, and let each program take chunks of
 # DYNAMIC_CHUNK_TILES tiles of its pair's sequence from an atomic counter until none are left, folding them into
@@ -128,6 +125,12 @@ DYNAMIC_CHUNK_TILES = 4
 # barriers instead of seven, but each warp holds a whole accumulator (168 registers under a cap, a spill on the
 # dynamic wave). On the H200 llama3_8b 254.2 -> 265.9 us, llama3_70b 491.5 -> 497.4, the 128k sequence 76.2 -> 96.2,
 # only qwen3_8b_lvar faster (281.1 -> 275.1) (bench/results/2026-12-06-owed-34 call1). Not kept.
+# The tile loop's masks dropped on whole tiles (the ragged last tile after the loop: 510 -> 482 sm_90 instructions a
+# tile on Triton 3.6), and the softmax denominator kept per tile column and summed once after the range (one
+# cross-warp reduction a tile instead of two: 9 -> 6 bar.sync): on an H100 neither moved the 128k sequence beyond its
+# spread (103.1 -> 104.8 and 104.0 us; the deferred sum slower in 20 of 20 rounds of a second sweep) nor llama3_8b
+# (371.9 -> 372.2, 372.0), the deferred sum 1.1% faster on qwen3_8b_lvar only (bench/results/2026-12-07-h100-owed-36
+# calls 1 and 4). Not kept: the loop's instructions and barriers are not what the wave waits on.
 
 _SM_COUNT = {}
 
@@ -175,9 +178,7 @@ def _decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
     CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
-    UNMASKED: tl.constexpr,                # UNMASKED_TILES
-    DEFER_SUM: tl.constexpr,               # DEFERRED_ROW_SUM
-    SWAP: tl.constexpr,                    # SWAP_AB_DOTS
+    SWAP: tl.constexpr,                    # the scores transposed (SWAP_AB_DOTS)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
     # head ([page, Hkv, D]: 32 KB for 8 heads of 128) and a program reads its head's 256-byte rows at a
@@ -193,7 +194,7 @@ def _decode_split_kernel(
     if DYNAMIC:
         # Every slot of the pair is written: a program that found no chunk left writes an empty partial (lse -inf).
         heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh, GROUP, GROUP_PAD, HEAD_DIM)
-        m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, TILE, DEFER_SUM, SWAP)
+        m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, SWAP)
         bt_row = block_table_ptr + b * stride_bt_b
         k_base = k_ptr + kv_head * stride_k_head
         v_base = v_ptr + kv_head * stride_v_head
@@ -204,9 +205,10 @@ def _decode_split_kernel(
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
                 qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, UNMASKED, DEFER_SUM, SWAP)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, SWAP)
             chunk = tl.atomic_add(counter, 1, sem="relaxed")
-        l_i, acc = _finished_state(l_i, acc, DEFER_SUM, SWAP)
+        if SWAP:
+            acc = tl.trans(acc)
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
               + offs_d[None, :])
         tl.store(po, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=group_ok[:, None])
@@ -222,15 +224,16 @@ def _decode_split_kernel(
             heads, group_ok, offs_d, q = _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
                                                       GROUP, GROUP_PAD, HEAD_DIM)
             # running max (base 2), denominator and numerator
-            m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, TILE, DEFER_SUM, SWAP)
+            m_i, l_i, acc = _softmax_state(GROUP_PAD, HEAD_DIM, SWAP)
             bt_row = block_table_ptr + b * stride_bt_b
             k_base = k_ptr + kv_head * stride_k_head
             v_base = v_ptr + kv_head * stride_v_head
             m_i, l_i, acc = _attend_tiles(
                 q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
                 stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, UNMASKED, DEFER_SUM, SWAP)
-            l_i, acc = _finished_state(l_i, acc, DEFER_SUM, SWAP)
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, SWAP)
+            if SWAP:
+                acc = tl.trans(acc)
             if DIRECT:
                 # The only split: its normalised output is the output (a merge of one split would
                 # multiply it by exp2(0) and divide by 1).
@@ -259,42 +262,25 @@ def _query_group(q_ptr, b, kv_head, stride_qb, stride_qh,
 
 
 @triton.jit
-def _softmax_state(GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, TILE: tl.constexpr,
-                   DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
-    """An empty online softmax: running max, denominator (one a tile column with DEFER_SUM) and numerator (transposed,
-    [HEAD_DIM, GROUP_PAD], with SWAP)."""
+def _softmax_state(GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, SWAP: tl.constexpr):
+    """An empty online softmax: running max, denominator and numerator (transposed, [HEAD_DIM, GROUP_PAD], with
+    SWAP)."""
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    if DEFER_SUM:
-        l_i = tl.zeros([TILE, GROUP_PAD] if SWAP else [GROUP_PAD, TILE], tl.float32)
-    else:
-        l_i = tl.zeros([GROUP_PAD], tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([HEAD_DIM, GROUP_PAD] if SWAP else [GROUP_PAD, HEAD_DIM], tl.float32)
     return m_i, l_i, acc
-
-
-@triton.jit
-def _finished_state(l_i, acc, DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
-    """The denominator [GROUP_PAD] and numerator [GROUP_PAD, HEAD_DIM] of a carried online softmax."""
-    if DEFER_SUM:
-        l_i = tl.sum(l_i, 0 if SWAP else 1)
-    if SWAP:
-        acc = tl.trans(acc)
-    return l_i, acc
 
 
 @triton.jit
 def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale_log2,
                   stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
                   HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                  PREFETCH_PAGES: tl.constexpr, UNMASKED: tl.constexpr, DEFER_SUM: tl.constexpr,
-                  SWAP: tl.constexpr):
+                  PREFETCH_PAGES: tl.constexpr, SWAP: tl.constexpr):
     """The online softmax (m_i, l_i, acc) carried over the tokens [start, end) of one sequence and KV head, tile by
-    tile through the block table. With UNMASKED the loop takes the whole tiles without masks and the ragged last one
-    (only the sequence's end has one) after it."""
+    tile through the block table."""
     first = start + tl.arange(0, TILE)
     next_page_id = tl.load(bt_row + first // PAGE, mask=PREFETCH_PAGES & (first < end), other=0)
-    body_end = start + (end - start) // TILE * TILE if UNMASKED else end
-    for tok0 in range(start, body_end, TILE):
+    for tok0 in range(start, end, TILE):
         offs_n = tok0 + tl.arange(0, TILE)
         tok_ok = offs_n < end          # only the sequence's last tile is ragged
         # Logical token -> physical page through the block table; padding entries (-1) lie
@@ -306,80 +292,56 @@ def _attend_tiles(q, m_i, l_i, acc, start, end, bt_row, k_base, v_base, qk_scale
             next_page_id = tl.load(bt_row + ahead // PAGE, mask=ahead < end, other=0)
         else:
             page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
-        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale_log2,
-                                     stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                                     HEAD_DIM, PAGE, DOT_PRECISION, not UNMASKED, DEFER_SUM, SWAP)
-    if UNMASKED:
-        if body_end < end:
-            offs_n = body_end + tl.arange(0, TILE)
-            tok_ok = offs_n < end
-            if PREFETCH_PAGES:
-                page_id = next_page_id.to(tl.int64)
-            else:
-                page_id = tl.load(bt_row + offs_n // PAGE, mask=tok_ok, other=0).to(tl.int64)
-            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale_log2,
-                                         stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                                         HEAD_DIM, PAGE, DOT_PRECISION, True, DEFER_SUM, SWAP)
+        slot = offs_n % PAGE
+        k_rows = k_base + page_id * stride_k_page + slot * stride_k_tok
+        v_rows = v_base + page_id * stride_v_page + slot * stride_v_tok
+        if SWAP:
+            m_i, l_i, acc = _attend_tile_transposed(q, m_i, l_i, acc, tok_ok, k_rows, v_rows, qk_scale_log2,
+                                                    HEAD_DIM, DOT_PRECISION)
+        else:
+            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, tok_ok, k_rows, v_rows, qk_scale_log2,
+                                         HEAD_DIM, DOT_PRECISION)
     return m_i, l_i, acc
 
 
 @triton.jit
-def _attend_tile(q, m_i, l_i, acc, offs_n, tok_ok, page_id, k_base, v_base, qk_scale_log2,
-                 stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                 HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, DOT_PRECISION: tl.constexpr, MASKED: tl.constexpr,
-                 DEFER_SUM: tl.constexpr, SWAP: tl.constexpr):
-    """One tile (tokens offs_n, on pages page_id) folded into the online softmax. MASKED: the tile may hold tokens
-    past the range's end (tok_ok false). DEFER_SUM: the denominator kept a tile column each (no cross-warp sum a
-    tile). SWAP: the scores transposed, [TILE, GROUP_PAD], so that both dots have the tile's tokens or the head dim
-    as their M."""
+def _attend_tile(q, m_i, l_i, acc, tok_ok, k_rows, v_rows, qk_scale_log2,
+                 HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One tile (its tokens' K and V rows start at k_rows, v_rows) folded into the online softmax, the scores
+    [GROUP_PAD, TILE]: the query group is the dots' M (16: mma.sync)."""
     offs_d = tl.arange(0, HEAD_DIM)
-    slot = offs_n % PAGE
-    k_off = page_id * stride_k_page + slot * stride_k_tok
-    v_off = page_id * stride_v_page + slot * stride_v_tok
-    if SWAP:
-        # K [TILE, HEAD_DIM] as it lies (tokens the M of a warpgroup MMA reading it from shared memory), the
-        # queries transposed as the other operand.
-        if MASKED:
-            k = tl.load(k_base + k_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-        else:
-            k = tl.load(k_base + k_off[:, None] + offs_d[None, :])
-        s = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale_log2   # [TILE, GROUP_PAD]
-        if MASKED:
-            s = tl.where(tok_ok[:, None], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 0))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[None, :])
-        if DEFER_SUM:
-            l_i = l_i * alpha[None, :] + p
-        else:
-            l_i = l_i * alpha + tl.sum(p, 0)
-    else:
-        # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
-        if MASKED:
-            k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
-        else:
-            k = tl.load(k_base + k_off[None, :] + offs_d[:, None])
-        s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
-        if MASKED:
-            s = tl.where(tok_ok[None, :], s, float("-inf"))
+    # K tile loaded transposed [HEAD_DIM, TILE] so the scores are one dot.
+    k = tl.load(k_rows[None, :] + offs_d[:, None], mask=tok_ok[None, :], other=0.0)
+    s = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale_log2   # [GROUP_PAD, TILE]
+    s = tl.where(tok_ok[None, :], s, float("-inf"))
 
-        # Online softmax: rescale what was accumulated so far to the new running max.
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        if DEFER_SUM:
-            l_i = l_i * alpha[:, None] + p
-        else:
-            l_i = l_i * alpha + tl.sum(p, 1)
+    # Online softmax: rescale what was accumulated so far to the new running max.
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
 
-    if MASKED:
-        v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
-    else:
-        v = tl.load(v_base + v_off[:, None] + offs_d[None, :])
-    if SWAP:
-        acc = acc * alpha[None, :] + tl.dot(tl.trans(v), p.to(v.dtype), input_precision=DOT_PRECISION)
-    else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    v = tl.load(v_rows[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attend_tile_transposed(q, m_i, l_i, acc, tok_ok, k_rows, v_rows, qk_scale_log2,
+                            HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """_attend_tile with the scores transposed, [TILE, GROUP_PAD], and the numerator [HEAD_DIM, GROUP_PAD]: K as it
+    lies is the first dot's M (the tile's tokens), V^T the second's (the head dim), so both are wgmma reading their
+    tile from shared memory; the query group is their N."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    k = tl.load(k_rows[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+    s = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION) * qk_scale_log2   # [TILE, GROUP_PAD]
+    s = tl.where(tok_ok[:, None], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 0))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s - m_new[None, :])
+    l_i = l_i * alpha + tl.sum(p, 0)
+    v = tl.load(v_rows[:, None] + offs_d[None, :], mask=tok_ok[:, None], other=0.0)
+    acc = acc * alpha[None, :] + tl.dot(tl.trans(v), p.to(v.dtype), input_precision=DOT_PRECISION)
     return m_new, l_i, acc
 
 
@@ -535,6 +497,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
 
     merge_d_block, merge_block, merge_warps = _merge_launch(num_splits, D, Hq * B, q.device)
+    swap = SWAP_AB_DOTS in ("all", "dynamic" if dynamic else "direct" if direct else "static")
     pdl = MERGE_PDL and not direct and os.environ.get("TRITON_INTERPRET") != "1"  # compiled (or sm_90-reported)
     _decode_split_kernel[(Hkv, B, num_splits)](
         q, k_cache, v_cache, block_table, seq_lens, part_o, part_lse, o, counters,
@@ -549,8 +512,7 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        UNMASKED=UNMASKED_TILES, DEFER_SUM=DEFERRED_ROW_SUM, SWAP=SWAP_AB_DOTS,
-        num_warps=SPLIT_NUM_WARPS, num_stages=SPLIT_NUM_STAGES,
+        SWAP=swap, num_warps=SPLIT_NUM_WARPS, num_stages=SWAP_NUM_STAGES if swap else SPLIT_NUM_STAGES,
     )
     if direct:
         return o
