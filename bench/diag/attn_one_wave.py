@@ -134,7 +134,8 @@ def split_occupancy(expert) -> int:
 def stream_launch(inputs, table, out, heads: int, tokens: int, how: str = ""):
     """One case of the sum-only stream over `inputs`' sequence through `table`: its grid and a call of it. `how`:
     "" (eight warps, plain loads, 64-token rows of all `heads` at once), "evict_first", "separate" (each head its
-    own load) or "expert's launch" (four warps, three stages of cp.async, 64-token tiles)."""
+    own load) or "expert's launch" (the split kernel's four warps and num_stages=3, 64-token tiles; Triton pipelines
+    none of this kernel's loads, which feed no dot: plain loads, four programs an SM, ncu in owed-36)."""
     _, k_cache, v_cache, _, seq_lens, _ = inputs
     grid = (k_cache.shape[2] // heads, int(seq_lens[0]) // tokens)
     warps, stages = (4, 3) if how == "expert's launch" else (8, 1)
