@@ -63,13 +63,14 @@ SM90_ONLY_KNOBS = [
 ]
 
 
-def expert_variant(task, tmp_path, *replacements: tuple[str, str]):
-    """The task's expert.py with each (shipped, other) text replaced, each shipped text there exactly once; its path."""
+def expert_variant(task, tmp_path, *replacements: tuple[str, str], name: str = "expert_variant"):
+    """The task's expert.py with each (shipped, other) text replaced, each shipped text there exactly once, written to
+    tmp_path as `name`.py (a test that needs two variants names one); its path."""
     source = task.expert_path.read_text()
     for shipped, other in replacements:
         assert source.count(shipped) == 1, f"{shipped!r} is no longer in expert.py exactly once"
         source = source.replace(shipped, other)
-    variant = tmp_path / "expert_variant.py"
+    variant = tmp_path / f"{name}.py"
     variant.write_text(source)
     return variant
 
@@ -178,7 +179,8 @@ def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(t
     task = find_task("attn_decode_paged_gqa")
     swapped = expert_variant(task, tmp_path, ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
                              ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
-                             ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"))
+                             ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"),
+                             name="swapped")
     assert load_module(swapped, "test_whole_waves_swapped").SPLIT_PROGRAMS_PER_SM == 3
     split = [k for k in compile_report(task, swapped) if k["kernel"] == "_decode_split_kernel"]
     assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(3, [4, 1, 99], 1.0)]
