@@ -47,9 +47,6 @@ def main() -> int:
                         help="timing rounds, each function's batches once per round (EvalOptions.rounds)")
     parser.add_argument("--batch-ms", type=float, default=EvalOptions.batch_ms,
                         help="target length of one timed batch (EvalOptions.batch_ms)")
-    parser.add_argument("--sustained-ms", type=float, default=EvalOptions.sustained_ms,
-                        help="warm-up calls of this many ms more before each timed batch of a kernel of 1 ms or more "
-                             "(EvalOptions.sustained_ms)")
     parser.add_argument("--prestart", action="store_true",
                         help="each evaluation starts the next one's workers (EvalOptions.prestart, as agent runs do)")
     parser.add_argument("--file-inputs", action="store_true",
@@ -61,7 +58,7 @@ def main() -> int:
         runs = []
         options = EvalOptions(sandbox=not args.no_sandbox, device_outputs=not args.file_outputs,
                               device_inputs=not args.file_inputs, prestart=args.prestart, batch_ms=args.batch_ms,
-                              rounds=args.rounds, sustained_ms=args.sustained_ms)
+                              rounds=args.rounds)
         for i in range(args.repeats + 1):  # one line per evaluation as it ends: a run cut short still reports
             r = evaluate(task, task.expert_path, options)
             runs.append(r)

@@ -12,8 +12,7 @@
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
 # latency_floor: M=8 against the floor of its traffic;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
-# attention: its lengths drawn by strata; sustained: muon with 100 ms of sustained warm-up, right after its own
-# baseline on the same machine):
+# attention: its lengths drawn by strata.
 #   fresh_*   every task's expert $REPEATS times warm (default 10, issue 3's count; balanced orders, six rounds of
 #             50 ms batches): every verdict a pass, fractions of expert near 1 (issue 3's band: 1.00 +- 0.03), the
 #             speedup's spread within 2% for kernels of 50 us or more, warm evaluations within 20 s; for the latency-bound workloads
@@ -22,7 +21,6 @@
 #   planted   the planted candidates keep their verdicts (gpu_content_cache.py integrity/input_cache), and
 #             gpu_graph_content_cache.py (a device-side cache in the graph) input_cache from its replay sets
 #   worker_start  a worker's imports without bytecode and from the cache, cold evaluations before and after
-#   sustained_muon  muon's speedup spread with EvalOptions.sustained_ms = 100 (against fresh_muon's 0)
 #   ablations_*  each task's judge-calibration ablations against its expert, two evaluations each: the slowdowns
 #             rubric.toml's h200_cost quotes (bench/ablation_costs.py)
 #   run       only with RUN_TASKS: issue 4's scripted/expert run (its store kept in $STATE)
@@ -128,8 +126,6 @@ for t in attn_decode_paged_gqa muon_newton_schulz; do
   once "fresh_$t" 260 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart --tasks "$t" \
     --json "$R/fresh_$t.json"
 done
-once sustained_muon 300 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart --sustained-ms 100 \
-  --tasks muon_newton_schulz --json "$R/sustained_muon.json"
 once fresh_quant_per_token_group_fp8 220 python3 bench/evaluator_stability.py --repeats "$REPEATS" --prestart \
   --tasks quant_per_token_group_fp8 --json "$R/fresh_quant_per_token_group_fp8.json"
 # what each judge-calibration ablation costs the current experts (rubric.toml's h200_cost; docs/judge.md), two

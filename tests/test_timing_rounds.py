@@ -135,18 +135,6 @@ def test_long_kernels_take_fewer_calls_per_batch(evaluation, call_ms, reps, warm
     assert set(evaluation.batch_sizes[functions:]) == {(reps, warmup)}
 
 
-@pytest.mark.parametrize(("call_ms", "warmup"), [(0.1, 3), (0.9, 3), (4.0, 3 + 25), (40.0, 1 + 3)])
-def test_a_sustained_warm_up_lengthens_only_long_kernels_batches(evaluation, call_ms, warmup):
-    """`sustained_ms` (100 here) adds as many warm-up calls as take that long to the batches of kernels of 1 ms or
-    more (the GPU at its power-capped clock when the timed calls start); shorter ones keep theirs."""
-    evaluation.options.sustained_ms = 100.0
-    evaluation.call_ms = call_ms
-    evaluation.time_workload(evaluation.task.workload("n200"), WorkloadResult("n200", "scored"))
-    functions = len({fn for _, fn, _, _ in evaluation.slots_timed})
-    assert {w for _, w in evaluation.batch_sizes[:functions]} == {3}  # the estimate round: as always
-    assert {w for _, w in evaluation.batch_sizes[functions:]} == {warmup}
-
-
 @pytest.mark.parametrize("k", [3, 4])
 def test_balanced_orders_give_every_function_every_place_equally_often(k):
     """Over 2k rounds each of k functions takes each place twice and follows each other function as often as it

@@ -63,11 +63,6 @@ class EvalOptions:
     quiet_wait_s: float = 10.0
     rounds: int = 6  # timing rounds; each round times every function once (6: all orders of three functions)
     batch_ms: float = 50.0  # target length of one timed batch
-    # untimed calls before each timed batch of a kernel of `SUSTAINED_MIN_MS` or more, as many as take this long on
-    # top of the usual warm-up: the GPU at its sustained clock, which the H200's power cap lowers by 8-10% within
-    # some 50 ms of GEMM-bound work (`balanced_orders`). 0 (the default) until it is measured to steady muon's
-    # speedup between evaluations (bench/gpu_owed.sh `sustained`)
-    sustained_ms: float = 0.0
     sandbox: bool = True  # confine the candidate's worker (docs/threats.md); off only for debugging
     # input sets handed to the candidate device to device (CUDA IPC, `ipc.py`) instead of through spool files
     # (attention on the H200: 25.7 s instead of 58.2 s per evaluation, the same verdicts; bench/diag/ipc_inputs.py);

@@ -40,7 +40,6 @@ WARMUP_MS = 10.0  # ...once a function's time is estimated, as few as take this 
 MIN_REPS, MAX_REPS = 3, 200  # timed calls per batch, `batch_ms` long between these bounds
 UNTUNED_COMPARATOR = ("comparator: timed in a trusted worker started after its tuning, in Inductor's own "
                       "configurations")
-SUSTAINED_MIN_MS = 1.0  # the shortest call whose batches get `EvalOptions.sustained_ms` of warm-up calls more
 SHUFFLE = secrets.SystemRandom()  # the order of the functions in each timed round (`balanced_orders`)
 
 
@@ -280,8 +279,6 @@ class TimingPhase:
             estimate = max(statistics.median(times), 1e-3)
             run.reps[fn] = batch_reps(estimate, self.options.batch_ms, len(fn_slots), (MIN_REPS, MAX_REPS))
             run.warmups[fn] = max(1, min(WARMUP_CALLS, math.ceil(WARMUP_MS / estimate)))
-            if estimate >= SUSTAINED_MIN_MS:
-                run.warmups[fn] += math.ceil(self.options.sustained_ms / estimate)
             self.batch_walls.pop(fn, None)  # an estimate: three calls, where request overhead dominates
             return True
         run.samples[fn] += times
