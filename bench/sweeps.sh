@@ -6,10 +6,17 @@
 # bench/results/2026-12-06-owed-34 calls 1-2; the thirty-fifth's attn_first_chunk, on an H100: bench/results/
 # 2026-12-06-h100-owed-35 call1; the thirty-sixth's attn_tile_loop on an H100, bench/results/2026-12-07-h100-owed-36
 # calls 1 and 4, whose decision the H200 checks below).
-SWEEPS=(attn_swap_paths)
+SWEEPS=(attn_swap_paths muon_self_diagonal)
 run_sweeps() {
   # attention's transposed tiles (wgmma) on the static splits only, as the H100 shipped them, against none and
   # every path, on every scored workload, ten rounds: the H200's own decision
   once attn_swap_paths 200 python3 bench/sweep.py attn_decode_paged_gqa --set SWAP_AB_DOTS=static,none,all \
     --rounds 10 --json "$R/attn_swap_paths.json"
+  # muon's diagonal tiles of the Gram and A A products from one panel (SYM_SELF_DIAGONAL, built off): the workloads
+  # whose symmetric products take band tiles (8192x28672's wide tiles have no square diagonal tile), twenty rounds of
+  # ten calls a batch (pick_knobs' paired rule; muon_tma's limits, owed-33)
+  once muon_self_diagonal 240 python3 bench/sweep.py muon_newton_schulz --set SYM_SELF_DIAGONAL=False,True \
+    --rounds 20 --reps 10 \
+    --workloads qwen3_30b_a3b_experts_128x768x2048,llama3_8b_down_4096x14336,llama3_8b_attn_4096x4096 \
+    --json "$R/muon_self_diagonal.json"
 }

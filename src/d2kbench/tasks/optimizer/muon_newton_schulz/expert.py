@@ -89,6 +89,14 @@ SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% 
 # per SM) measured the same.
 SYM_MAXNREG = 128
 SYM_WARPS = 8
+# A product whose right operand is its left one's transpose in value (X X^T through the transposed view, or a
+# symmetric state matrix times itself: the Gram matrices and every P = a I + b A + c A^2) reads one panel for both
+# operands on its square diagonal tiles: the tile is L[rows, :] L[rows, :]^T, the right operand the loaded left one
+# transposed in shared memory (True). A band launch on the batch reads 36 panels a matrix, of which its six diagonal
+# tiles then save six, and the batch's K = 768 products are bound by L2 traffic (ncu, bench/results/
+# 2026-12-06-h100-owed-35 call2). Off until timed (bench/sweeps.sh `muon_self_diagonal`): each diagonal tile loads
+# both panels (False).
+SYM_SELF_DIAGONAL = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -208,6 +216,24 @@ def _tile_dot(
 
 
 @triton.jit
+def _tile_dot_self(
+    l_ptr, rows, M, K, stride_lm, stride_lk,
+    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """fp32 accumulator of L[rows, :] @ L[rows, :]^T: a diagonal tile of a product whose right operand is the left
+    one's transpose, one panel loaded for both operands (the transpose a view of the same shared-memory tile)."""
+    offs_k = tl.arange(0, BLOCK_K)
+    l_ptrs = l_ptr + rows[:, None] * stride_lm + offs_k[None, :] * stride_lk
+    row_ok = rows[:, None] < M
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < K - k0), other=0.0)
+        acc = tl.dot(lhs, tl.trans(lhs), acc, input_precision=DOT_PRECISION)
+        l_ptrs += BLOCK_K * stride_lk
+    return acc
+
+
+@triton.jit
 def _epilogue(
     acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
     HAS_D: tl.constexpr,
@@ -301,17 +327,21 @@ def _sym_tile(
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
     epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
-    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I."""
+    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the right
+    operand is the left one's transpose in value, so that a square diagonal tile loads one panel for both."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
-                    stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION)
+    if SELF and RATIO == 1 and ti == tj:
+        acc = _tile_dot_self(l_ptr, offs_i, M, K, stride_lm, stride_lk, BLOCK, BLOCK_K, DOT_PRECISION)
+    else:
+        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+                        stride_lm, stride_lk, stride_rk, stride_rn,
+                        BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
@@ -338,7 +368,7 @@ def _sym_gemm_kernel(
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-    BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
     """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
     wholly above the diagonal band and the others the band's square tiles: two code paths in one launch."""
@@ -360,14 +390,14 @@ def _sym_gemm_kernel(
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, SELF)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
         if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION)
+                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, SELF)
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,6 +556,10 @@ class _Launcher:
         """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
         identity_out is given, which then receives out + gamma I."""
         cfg, m = self.cfg, self.m
+        # the right operand the left one's transpose in value: X X^T's transposed view, or a state matrix times itself
+        # (every square matrix here is symmetric)
+        self_product = SYM_SELF_DIAGONAL and right.data_ptr() == left.data_ptr() and right.stride() in (
+            left.stride(), left.transpose(1, 2).stride())
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
         block_m, square = cfg["sym_block"], self.sym_tiles == "square"
@@ -544,7 +578,7 @@ class _Launcher:
             NORM_POWER=norm_power, HAS_D=d is not None, ADD_IDENTITY=identity_out is None and gamma != 0.0,
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
-            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )

@@ -9,7 +9,7 @@ The expert's band tiles (wide tiles above the triangle's diagonal band, square o
 triangle: where the expert takes them, this full grid takes square tiles (wide ones where it takes
 wide ones).
 
-Made from expert.py with sha256 130e8cbb818c66de (tests/test_judge_ablations.py).
+Made from expert.py with sha256 89be11bdb5376277 (tests/test_judge_ablations.py).
 """
 
 import torch
@@ -64,6 +64,14 @@ SYM_WIDE_STAGES = 4  # 196 KB of shared memory, one program per SM anyway: 2-8% 
 # per SM) measured the same.
 SYM_MAXNREG = 128
 SYM_WARPS = 8
+# A product whose right operand is its left one's transpose in value (X X^T through the transposed view, or a
+# symmetric state matrix times itself: the Gram matrices and every P = a I + b A + c A^2) reads one panel for both
+# operands on its square diagonal tiles: the tile is L[rows, :] L[rows, :]^T, the right operand the loaded left one
+# transposed in shared memory (True). A band launch on the batch reads 36 panels a matrix, of which its six diagonal
+# tiles then save six, and the batch's K = 768 products are bound by L2 traffic (ncu, bench/results/
+# 2026-12-06-h100-owed-35 call2). Off until timed (bench/sweeps.sh `muon_self_diagonal`): each diagonal tile loads
+# both panels (False).
+SYM_SELF_DIAGONAL = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -183,6 +191,24 @@ def _tile_dot(
 
 
 @triton.jit
+def _tile_dot_self(
+    l_ptr, rows, M, K, stride_lm, stride_lk,
+    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """fp32 accumulator of L[rows, :] @ L[rows, :]^T: a diagonal tile of a product whose right operand is the left
+    one's transpose, one panel loaded for both operands (the transpose a view of the same shared-memory tile)."""
+    offs_k = tl.arange(0, BLOCK_K)
+    l_ptrs = l_ptr + rows[:, None] * stride_lm + offs_k[None, :] * stride_lk
+    row_ok = rows[:, None] < M
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < K - k0), other=0.0)
+        acc = tl.dot(lhs, tl.trans(lhs), acc, input_precision=DOT_PRECISION)
+        l_ptrs += BLOCK_K * stride_lk
+    return acc
+
+
+@triton.jit
 def _epilogue(
     acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
     HAS_D: tl.constexpr,
@@ -236,10 +262,11 @@ def _sym_gemm_kernel(
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
     """Every tile of BLOCK x BLOCK_N in grouped order. ADD_IDENTITY adds gamma I to the stored result (P = a I + R
-    as one matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I."""
+    as one matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the
+    right operand is the left one's transpose in value, so that a square diagonal tile loads one panel for both."""
     pid = tl.program_id(0)
     b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
     ti, tj = _grouped_tile(pid, tl.cdiv(M, BLOCK), tl.cdiv(M, BLOCK_N), GROUP)
@@ -252,9 +279,12 @@ def _sym_gemm_kernel(
 
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
-                    stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION)
+    if SELF and BLOCK_N == BLOCK and ti == tj:
+        acc = _tile_dot_self(l_ptr, offs_i, M, K, stride_lm, stride_lk, BLOCK, BLOCK_K, DOT_PRECISION)
+    else:
+        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+                        stride_lm, stride_lk, stride_rk, stride_rn,
+                        BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
@@ -422,6 +452,10 @@ class _Launcher:
         """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
         identity_out is given, which then receives out + gamma I."""
         cfg, m = self.cfg, self.m
+        # the right operand the left one's transpose in value: X X^T's transposed view, or a state matrix times itself
+        # (every square matrix here is symmetric)
+        self_product = SYM_SELF_DIAGONAL and right.data_ptr() == left.data_ptr() and right.stride() in (
+            left.stride(), left.transpose(1, 2).stride())
         dd = out if d is None else d
         out2 = out if identity_out is None else identity_out
         block_m = cfg["sym_block"]
@@ -436,7 +470,7 @@ class _Launcher:
             NORM_POWER=norm_power, HAS_D=d is not None, ADD_IDENTITY=identity_out is None and gamma != 0.0,
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"],
-            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision,
+            PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_wide_stages" if self.sym_wide else "sym_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and not self.sym_wide else {}),
         )
