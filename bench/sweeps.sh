@@ -12,7 +12,8 @@ run_sweeps() {
   # every path, on every scored workload, ten rounds: the H200's own decision
   once attn_swap_paths 200 python3 bench/sweep.py attn_decode_paged_gqa --set SWAP_AB_DOTS=static,none,all \
     --rounds 10 --json "$R/attn_swap_paths.json"
-  # muon's diagonal tiles of the Gram and A A products from one panel (SYM_SELF_DIAGONAL, built off): the workloads
+  # muon's diagonal tiles of the Gram and A A products from one panel (SYM_SELF_DIAGONAL, built off; its first form,
+  # whose wgmma ptxas serialized, lost 4-14% on an H100, bench/results/2026-12-07-h100-owed-38 call1): the workloads
   # whose symmetric products take band tiles (8192x28672's wide tiles have no square diagonal tile), twenty rounds of
   # ten calls a batch (pick_knobs' paired rule; muon_tma's limits, owed-33)
   once muon_self_diagonal 240 python3 bench/sweep.py muon_newton_schulz --set SYM_SELF_DIAGONAL=False,True \

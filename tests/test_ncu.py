@@ -243,6 +243,14 @@ def test_compile_report_shows_the_programs_per_sm():
     assert line.endswith("programs per SM=1 (limited by registers)")
 
 
+def test_compile_report_says_when_ptxas_serialized_the_wgmmas():
+    report = {**REPORT[0], "wgmma": True, "wgmma_serialized": "non wgmma instructions defining accumulator registers"}
+    line = format_compile_report([report], "n1m").splitlines()[1]
+    assert "wgmma=yes but SERIALIZED by ptxas (each waits for the one before: non wgmma instructions defining " \
+           "accumulator registers)" in line
+    assert "SERIALIZED" not in format_compile_report([{**REPORT[0], "wgmma": True}], "n1m")
+
+
 def test_compile_report_shows_the_grid_and_its_waves():
     report = {**REPORT[0], "programs_per_sm": 3, "programs_limited_by": "shared memory", "grid": [4, 1, 264],
               "programs": 1056, "waves": 1056 / 396}

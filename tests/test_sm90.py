@@ -1,6 +1,7 @@
 """The sm_90 compile report specializes a kernel's arguments as Triton's launcher does: otherwise it reports
 another kernel than the one that runs (muon's product kernels: 255 registers and a spill in the report, 112-182
-registers and no spill in ncu's summary of the launched ones; bench/results/2026-12-04-h200-owed-10)."""
+registers and no spill in ncu's summary of the launched ones; bench/results/2026-12-04-h200-owed-10). It also says
+where ptxas serialized a kernel's wgmma instructions, which nothing else in the report shows."""
 
 from types import SimpleNamespace
 
@@ -59,3 +60,52 @@ def test_a_unit_stride_compiles_to_vector_loads(monkeypatch):
     assert report["ok"], report.get("error")
     assert report["constexprs"]["stride_col"] == "1" and "stride_row" not in report["constexprs"]
     assert ptx and ptx[0].count("ld.global.v4") > 0
+
+
+@triton.jit
+def _tile_product(a_ptr, b_ptr, K, SELF: tl.constexpr, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A[:, :K] A[:, :K]^T from one loaded panel (SELF), or A[:, :K] B[:K, :]."""
+    rows = tl.arange(0, BLOCK)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        lhs = tl.load(a_ptr + rows[:, None] * K + (k0 + offs_k)[None, :])
+        if SELF:
+            rhs = tl.trans(lhs)
+        else:
+            rhs = tl.load(b_ptr + (k0 + offs_k)[:, None] * BLOCK + rows[None, :])
+        acc = tl.dot(lhs, rhs, acc)
+    return acc
+
+
+@triton.jit
+def _one_or_two_k_loops(a_ptr, b_ptr, c_ptr, K, self_tile, TWO: tl.constexpr, BLOCK: tl.constexpr,
+                        BLOCK_K: tl.constexpr):
+    """TWO: muon's first SYM_SELF_DIAGONAL, one accumulator from either of two K loops (a runtime choice), then
+    one store; else one K loop."""
+    c_ptrs = c_ptr + tl.arange(0, BLOCK)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+    if TWO and self_tile > 2:
+        acc = _tile_product(a_ptr, b_ptr, K, True, BLOCK, BLOCK_K)
+    else:
+        acc = _tile_product(a_ptr, b_ptr, K, False, BLOCK, BLOCK_K)
+    tl.store(c_ptrs, acc.to(tl.float16))
+
+
+def test_serialized_wgmma_is_reported():
+    """One accumulator from either of two pipelined K loops: ptxas makes every wgmma of the kernel wait for the one
+    before (its C7515), at the same registers and shared memory. muon's symmetric products ran 4-14% slower so on
+    an H100 (bench/results/2026-12-07-h100-owed-38 call1)."""
+    a, b, c = (torch.empty(128, 256, dtype=torch.float16), torch.empty(256, 128, dtype=torch.float16),
+               torch.empty(128, 128, dtype=torch.float16))
+    capture = CompileCapture()
+    capture.install()
+    try:
+        for two in (True, False):  # self_tile 3: a runtime value (1 would be specialized to a constant)
+            _one_or_two_k_loops[(1,)](a, b, c, 256, 3, TWO=two, BLOCK=128, BLOCK_K=64, num_warps=4)
+    finally:
+        capture.uninstall()
+    two, one = capture.reports
+    assert two["ok"] and one["ok"], (two.get("error"), one.get("error"))
+    assert two["wgmma"] and one["wgmma"]
+    assert "accumulator registers" in two["wgmma_serialized"]
+    assert "wgmma_serialized" not in one

@@ -44,6 +44,7 @@ def test_expert_compiles_for_sm90_on_its_profile_workload(task_id):
         consts = ", ".join(f"{n}={v}" for n, v in k.get("constexprs", {}).items())
         allowed = ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0)
         assert k.get("spill_store_bytes", 0) <= allowed, f"{k['kernel']}({consts}) spills registers"
+        assert "wgmma_serialized" not in k, f"{k['kernel']}({consts}): ptxas serialized its wgmma"
 
 
 # The H200 runs Triton 3.6, this machine a newer one; `make test` installs the device's Triton apart
@@ -90,6 +91,7 @@ def test_expert_compiles_with_the_devices_triton(task_id):
     for k in report["kernels"]:
         spilled = k.get("spill_store_bytes", 0)
         assert spilled <= ACCEPTED_SPILLS.get((task_id, k["kernel"]), 0), f"{k['kernel']} spills {spilled} B"
+        assert "wgmma_serialized" not in k, f"{k['kernel']}: ptxas serialized its wgmma"
 
 
 @pytest.mark.parametrize("task_id", TASKS)

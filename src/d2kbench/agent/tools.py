@@ -254,6 +254,8 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
             line = (f"{head}: registers={k.get('registers')}, spills store/load={k.get('spill_store_bytes')}/"
                     f"{k.get('spill_load_bytes')} bytes, shared memory={k.get('shared_bytes')} bytes, "
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
+            if k.get("wgmma_serialized"):
+                line += f" but SERIALIZED by ptxas (each waits for the one before: {k['wgmma_serialized']})"
             line += ", TMA" * bool(k.get("tma")) + ", warp-specialized" * bool(k.get("warp_specialized"))
             line += ", programmatic dependent launch" * bool(k.get("dependent_launch"))
             if k.get("programs_per_sm") is not None:

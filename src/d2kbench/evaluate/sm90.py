@@ -170,8 +170,11 @@ def ptx_features(ptx: str) -> dict[str, bool]:
             "dependent_launch": "griddepcontrol" in ptx}
 
 
-def ptxas_info(ptx: str) -> dict[str, int]:
-    """Registers and spill bytes per thread, from `ptxas -v` (the ptxas that Triton ships)."""
+def ptxas_info(ptx: str) -> dict[str, int | str]:
+    """Registers and spill bytes per thread, from `ptxas -v` (the ptxas that Triton ships), and
+    `wgmma_serialized`: ptxas's reason where it made every wgmma of the kernel wait for the one before (its C7515
+    warning). The serialized kernel still compiles and looks the same in every other count here: muon's symmetric
+    product with one accumulator merged from two K loops ran 4-14% slower so (bench/results/2026-12-07-h100-owed-38)."""
     target = re.search(r"^\.target\s+sm_(\d+)", ptx, re.M)
     if not target:
         return {}
@@ -196,4 +199,6 @@ def ptxas_info(ptx: str) -> dict[str, int]:
         info["spill_store_bytes"], info["spill_load_bytes"] = int(m.group(1)), int(m.group(2))
     if m := re.search(r"(\d+) bytes stack frame", text):
         info["stack_frame_bytes"] = int(m.group(1))
+    if m := re.search(r"wgmma\.mma_async instructions are serialized due to (.+?) in the function", text):
+        info["wgmma_serialized"] = m.group(1)
     return info

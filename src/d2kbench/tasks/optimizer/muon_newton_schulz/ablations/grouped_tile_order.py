@@ -7,7 +7,7 @@ diagonal band) row by row, with no grouping of tile rows for L2 reuse. Every oth
 kept, the tile shapes' rule included. Expected cost on the H200: more L2 misses on the large
 rectangular and square products, whose panels are re-read from HBM.
 
-Made from expert.py with sha256 43f8eccf30fd3738 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 5b160ae8afdbf09a (tests/test_judge_ablations.py).
 """
 
 import torch
@@ -71,8 +71,10 @@ SYM_WARPS = 8
 # operands on its square diagonal tiles: the tile is L[rows, :] L[rows, :]^T, the right operand the loaded left one
 # transposed in shared memory (True). A band launch on the batch reads 36 panels a matrix, of which its six diagonal
 # tiles then save six, and the batch's K = 768 products are bound by L2 traffic (ncu, bench/results/
-# 2026-12-06-h100-owed-35 call2). Off until timed (bench/sweeps.sh `muon_self_diagonal`): each diagonal tile loads
-# both panels (False).
+# 2026-12-06-h100-owed-35 call2). Its first form, which merged the two K loops' accumulators into one epilogue, ran
+# 4-14% slower on an H100 (bench/results/2026-12-07-h100-owed-38 call1): ptxas serialized every wgmma of the kernel
+# (C7515), which the compile report now shows. Off until timed again (bench/sweeps.sh `muon_self_diagonal`): each
+# diagonal tile loads both panels (False).
 SYM_SELF_DIAGONAL = False
 # The composed plan's rectangular products Q X as a persistent kernel with TMA loads (MM_TMA): one program per SM
 # walks the output tiles, its descriptors made in the kernel, 2-D (the form both Tritons compile under warp
@@ -286,14 +288,9 @@ def _sym_tile(
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    if SELF and RATIO == 1 and ti == tj:
-        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_i, M, M, K,
-                        stride_lm, stride_lk, stride_rk, stride_rn,
-                        BLOCK, BLOCK, BLOCK_K, DOT_PRECISION, True)
-    else:
-        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
-                        stride_lm, stride_lk, stride_rk, stride_rn,
-                        BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False)
+    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
+                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
@@ -338,17 +335,24 @@ def _sym_gemm_kernel(
         band_tile = pid >= num_wide
     if band_tile:
         ti, tj = _band_tile(pid - num_wide)
-        if tj < rows:
+        # a diagonal tile of a self product takes a _sym_tile of its own, epilogue and stores included: one
+        # accumulator merged from the two K loops makes ptxas serialize every wgmma of the kernel (C7515)
+        if SELF and ti == tj and tj < rows:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, SELF)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True)
+        elif tj < rows:
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                      stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         ti, tj = _upper_tile(pid, tl.cdiv(M, BLOCK_N), RATIO, BAND)
         _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                   stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                   alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                  BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, SELF)
+                  BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
 
 
 # --------------------------------------------------------------------------------------------

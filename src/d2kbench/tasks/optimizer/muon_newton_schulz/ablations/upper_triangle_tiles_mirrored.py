@@ -9,7 +9,7 @@ The expert's band tiles (wide tiles above the triangle's diagonal band, square o
 triangle: where the expert takes them, this full grid takes square tiles (wide ones where it takes
 wide ones).
 
-Made from expert.py with sha256 43f8eccf30fd3738 (tests/test_judge_ablations.py).
+Made from expert.py with sha256 5b160ae8afdbf09a (tests/test_judge_ablations.py).
 """
 
 import torch
@@ -69,8 +69,10 @@ SYM_WARPS = 8
 # operands on its square diagonal tiles: the tile is L[rows, :] L[rows, :]^T, the right operand the loaded left one
 # transposed in shared memory (True). A band launch on the batch reads 36 panels a matrix, of which its six diagonal
 # tiles then save six, and the batch's K = 768 products are bound by L2 traffic (ncu, bench/results/
-# 2026-12-06-h100-owed-35 call2). Off until timed (bench/sweeps.sh `muon_self_diagonal`): each diagonal tile loads
-# both panels (False).
+# 2026-12-06-h100-owed-35 call2). Its first form, which merged the two K loops' accumulators into one epilogue, ran
+# 4-14% slower on an H100 (bench/results/2026-12-07-h100-owed-38 call1): ptxas serialized every wgmma of the kernel
+# (C7515), which the compile report now shows. Off until timed again (bench/sweeps.sh `muon_self_diagonal`): each
+# diagonal tile loads both panels (False).
 SYM_SELF_DIAGONAL = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
@@ -239,6 +241,36 @@ def _store_tile(c_ptr, tile, offs_i, offs_j, M, stride_cm, stride_cn):
 # of the state (all its matrices commute, so every product is symmetric).
 # --------------------------------------------------------------------------------------------
 @triton.jit
+def _square_tile(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+    stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+    alpha, beta, gamma,
+    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
+):
+    """Tile (ti, tj) of matrix b (the pointers already at it): its product, epilogue and stores. ADD_IDENTITY adds
+    gamma I to the stored result (P = a I + R as one matrix); HAS_IDENTITY_OUT stores the result and, as a second
+    output, the result plus gamma I. SELF: a diagonal tile whose right operand is the left one's transpose in
+    value, so that one panel is loaded for both."""
+    offs_i = ti * BLOCK + tl.arange(0, BLOCK)
+    offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
+                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF)
+    scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
+    out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
+                    HAS_D)
+    if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
+        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
+    _store_tile(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, M, stride_cm, stride_cn)
+    if HAS_IDENTITY_OUT:
+        # the first factor of a composed run, P_0 = a I + R_0, starts the running product Q
+        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
+        _store_tile(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, M, stride_cm, stride_cn)
+
+
+@triton.jit
 def _sym_gemm_kernel(
     l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
     M, K, num_partials,
@@ -251,9 +283,8 @@ def _sym_gemm_kernel(
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
-    """Every tile of BLOCK x BLOCK_N in grouped order. ADD_IDENTITY adds gamma I to the stored result (P = a I + R
-    as one matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the
-    right operand is the left one's transpose in value, so that a square diagonal tile loads one panel for both."""
+    """Every tile of BLOCK x BLOCK_N in grouped order. SELF: the right operand is the left one's transpose in
+    value, so that a square diagonal tile loads one panel for both."""
     pid = tl.program_id(0)
     b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
     ti, tj = _grouped_tile(pid, tl.cdiv(M, BLOCK), tl.cdiv(M, BLOCK_N), GROUP)
@@ -263,27 +294,18 @@ def _sym_gemm_kernel(
     d_ptr += b.to(tl.int64) * stride_db
     c_ptr += b.to(tl.int64) * stride_cb
     c2_ptr += b.to(tl.int64) * stride_cb
-
-    offs_i = ti * BLOCK + tl.arange(0, BLOCK)
-    offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
+    # a diagonal tile of a self product takes a _square_tile of its own, epilogue and stores included: one
+    # accumulator merged from the two K loops makes ptxas serialize every wgmma of the kernel (C7515)
     if SELF and BLOCK_N == BLOCK and ti == tj:
-        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_i, M, M, K,
-                        stride_lm, stride_lk, stride_rk, stride_rn,
-                        BLOCK, BLOCK, BLOCK_K, DOT_PRECISION, True)
+        _square_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                     stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                     alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
+                     BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True)
     else:
-        acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
-                        stride_lm, stride_lk, stride_rk, stride_rn,
-                        BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False)
-    scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
-    out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
-                    HAS_D)
-    if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
-        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
-    _store_tile(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, M, stride_cm, stride_cn)
-    if HAS_IDENTITY_OUT:
-        # the first factor of a composed run, P_0 = a I + R_0, starts the running product Q
-        out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
-        _store_tile(c2_ptr, out.to(c2_ptr.dtype.element_ty), offs_i, offs_j, M, stride_cm, stride_cn)
+        _square_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                     stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                     alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
+                     BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
 
 
 # --------------------------------------------------------------------------------------------
