@@ -7,7 +7,7 @@ diagonal band) row by row, with no grouping of tile rows for L2 reuse. Every oth
 kept, the tile shapes' rule included. Expected cost on the H200: more L2 misses on the large
 rectangular and square products, whose panels are re-read from HBM.
 
-Made from expert.py with sha256 5b160ae8afdbf09a (tests/test_judge_ablations.py).
+Made from expert.py with sha256 2da76ccf8f1ae9f0 (tests/test_judge_ablations.py).
 """
 
 import torch
@@ -283,8 +283,9 @@ def _sym_tile(
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
     epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
-    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the right
-    operand is the left one's transpose in value, so that a square diagonal tile loads one panel for both."""
+    matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the tile
+    is a square diagonal tile of a product whose right operand is the left one's transpose in value, computed from
+    the left row panel alone (the caller decides: a runtime choice of loop in here would serialize the wgmma)."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
