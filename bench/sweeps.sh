@@ -5,15 +5,16 @@
 # the thirty-fourth's, on the H200: quant_flat_tiles, muon_tma, attn_four_programs and attn_warp_pages,
 # bench/results/2026-12-06-owed-34 calls 1-2; the thirty-fifth's attn_first_chunk, on an H100: bench/results/
 # 2026-12-06-h100-owed-35 call1; the thirty-sixth's attn_tile_loop on an H100, bench/results/2026-12-07-h100-owed-36
-# calls 1 and 4, whose decision the H200 checks below).
+# calls 1 and 4, whose decision the H200 checks below; the thirty-ninth's muon_self_diagonal on an H100,
+# bench/results/2026-12-07-h100-owed-39 call1, kept below for the H200's own decision).
 SWEEPS=(attn_swap_paths muon_self_diagonal)
 run_sweeps() {
   # attention's transposed tiles (wgmma) on the static splits only, as the H100 shipped them, against none and
   # every path, on every scored workload, ten rounds: the H200's own decision
   once attn_swap_paths 200 python3 bench/sweep.py attn_decode_paged_gqa --set SWAP_AB_DOTS=static,none,all \
     --rounds 10 --json "$R/attn_swap_paths.json"
-  # muon's diagonal tiles of the Gram and A A products from one panel (SYM_SELF_DIAGONAL, built off; its first form,
-  # whose wgmma ptxas serialized, lost 4-14% on an H100, bench/results/2026-12-07-h100-owed-38 call1): the workloads
+  # muon's diagonal tiles of the Gram and A A products from one panel (SYM_SELF_DIAGONAL, shipped on from an H100:
+  # the batch 2.0% faster, bench/results/2026-12-07-h100-owed-39 call1; the H200's own decision): the workloads
   # whose symmetric products take band tiles (8192x28672's wide tiles have no square diagonal tile), twenty rounds of
   # ten calls a batch (pick_knobs' paired rule; muon_tma's limits, owed-33)
   once muon_self_diagonal 240 python3 bench/sweep.py muon_newton_schulz --set SYM_SELF_DIAGONAL=False,True \

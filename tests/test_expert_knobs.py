@@ -519,30 +519,30 @@ def test_transposed_tiles_pass_the_dynamic_split(tmp_path):
     assert len(result.workloads) == len(task.split("cpu"))
 
 
-def test_self_products_load_one_panel_on_the_diagonal_tiles(tmp_path):
-    """SYM_SELF_DIAGONAL on band tiles (whose square tiles hold the diagonal; every cpu shape takes wide tiles as
-    shipped, which have none): the Gram matrices and the A A products of the composed plan (float32) and of the step
-    by step one (a float16 batch), and the tall input's transposed view (its left panel strided)."""
+@pytest.mark.parametrize("self_diagonal", ["True", "False"], ids=["one_panel_as_shipped", "two_panels"])
+def test_self_products_on_band_tiles(self_diagonal, tmp_path):
+    """SYM_SELF_DIAGONAL (on as shipped, off for the H200's sweep) on band tiles, whose square tiles hold the
+    diagonal (every cpu shape takes wide tiles as shipped, which have none): the Gram matrices and the A A products
+    of the composed plan (float32) and of the step by step one (a float16 batch), and the tall input's transposed
+    view (its left panel strided)."""
     task = find_task("muon_newton_schulz")
-    variant = expert_variant(task, tmp_path, ("SYM_SELF_DIAGONAL = False", "SYM_SELF_DIAGONAL = True"),
+    variant = expert_variant(task, tmp_path, ("SYM_SELF_DIAGONAL = True", f"SYM_SELF_DIAGONAL = {self_diagonal}"),
                              ('SYM_TILES = "by_waves"', 'SYM_TILES = "band"'))
     result = evaluate(task, variant, EvalOptions(device="cpu"))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == len(task.split("cpu"))
 
 
-def test_self_products_keep_the_band_launches_as_they_were(tmp_path):
-    """SYM_SELF_DIAGONAL on the profile workload's band launches, compiled for sm_90 with the device's Triton (the
-    one its sweep times; the knob's branch is a constexpr, so the shipped launches compile as before on both): a
-    third K loop, the diagonal tiles' with one operand loaded, at the shipped launches' occupancy (one program an
-    SM), wgmma that ptxas leaves pipelined (its first form, one accumulator from either loop, had every wgmma of the
-    kernel serialized: 4-14% slower on an H100, bench/results/2026-12-07-h100-owed-38 call1), and no spill beyond
-    the one the shipped launches are allowed."""
+def test_self_products_keep_the_band_launches_pipelined():
+    """The shipped expert's band launches on the profile workload, compiled for sm_90 with the device's Triton: the
+    diagonal tiles' own K loop (one operand loaded) at one program an SM, wgmma that ptxas leaves pipelined (the
+    knob's first form, one accumulator from either of two loops, had every wgmma of the kernel serialized: 4-14%
+    slower on an H100, bench/results/2026-12-07-h100-owed-38 call1), and no spill beyond the one allowed."""
     if not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("muon_newton_schulz")
-    variant = expert_variant(task, tmp_path, ("SYM_SELF_DIAGONAL = False", "SYM_SELF_DIAGONAL = True"))
-    report = compile_report_with(DEVICE_TRITON, task.id, variant)
+    assert "\nSYM_SELF_DIAGONAL = True\n" in task.expert_path.read_text()
+    report = compile_report_with(DEVICE_TRITON, task.id)
     sym = [k for k in report["kernels"] if k["kernel"] == "_sym_gemm_kernel"]
     assert sym and all(k["ok"] and k["wgmma"] and k["programs_per_sm"] == 1 for k in sym), report["triton"]
     assert not [k["wgmma_serialized"] for k in sym if "wgmma_serialized" in k]
