@@ -186,6 +186,10 @@ def _tile_dot(
     r_ptrs = r_ptr + offs_k[:, None] * stride_rk + cols[None, :] * stride_rn
     row_ok = rows[:, None] < M
     col_ok = cols[None, :] < N
+    # (this ablation only) K > 0 told to the compiler: without it, Triton 3.6's LLVM gave the full grid's Gram
+    # launches on 8192x28672 a second zeroing of the accumulator on the no-iteration path, and ptxas serialized
+    # their wgmma (C7515), a cost the expert does not have and the removed triangle does not explain
+    tl.assume(K > 0)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):
         lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < K - k0), other=0.0)
