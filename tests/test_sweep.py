@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from d2kbench.suite import find_task
 from tests.conftest import ROOT
 
 
@@ -78,15 +79,18 @@ def test_the_sweep_checks_fp8_codes_as_the_gpu_rounds_them(tmp_path):
     assert records["as shipped"]["us"] > 0 and records["MAX_COL_GROUPS=1"]["us"] > 0
 
 
-def test_the_memcheck_driver_checks_every_workload_it_runs(tmp_path):
-    """bench/diag/memcheck_expert.py (the program compute-sanitizer runs on the GPU), on the cpu split."""
+@pytest.mark.parametrize(("task_id", "extra"), [("attn_decode_paged_gqa", []),
+                                              ("quant_per_token_group_fp8", ["--oracle-cpu"])])
+def test_the_memcheck_driver_checks_every_workload_it_runs(task_id, extra):
+    """bench/diag/memcheck_expert.py (the program compute-sanitizer runs on the GPU), on the cpu split: every
+    workload reported ok, quant's fp8 codes among them (the interpreter's fp8 casts rounded as the evaluator's
+    workers round them; they were reported wrong before), and with the oracle on CPU copies of the inputs."""
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(
-        [sys.executable, "bench/diag/memcheck_expert.py", "attn_decode_paged_gqa", "--device", "cpu",
-         "--splits", "cpu"],
+        [sys.executable, "bench/diag/memcheck_expert.py", task_id, "--device", "cpu", "--splits", "cpu", *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines() == [f"{w}: ok" for w in ("cpu_g4_f16_ragged", "cpu_g3_f32_l200", "cpu_g5_f16_len1")]
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [f"{w.name}: ok" for w in find_task(task_id).split("cpu")]
 
 
 def test_a_variant_is_the_expert_with_its_knob_rewritten_before_import(tmp_path):
