@@ -10,7 +10,7 @@
 # bench/sweeps.sh, whose winners pick_knobs sets (below), then bench: every expert under `d2k suite bench`, issue 3's
 # kernel targets judged from it into targets.md;
 # ncu_*: the profiles of the missed targets; quant_m8_process*: M=8 against torch.compile, one process each;
-# memcheck_*: compute-sanitizer over every expert's scored and hidden workloads;
+# memcheck_*: compute-sanitizer over every expert's scored and hidden workloads; racecheck_*: over the hidden ones;
 # latency_floor: M=8 against the floor of its traffic;
 # planted: owed since the fifteenth session's op-guard warm-up; moe: its one-thread custom check; worker_start: the bytecode cache;
 # attention: its lengths drawn by strata.
@@ -118,6 +118,12 @@ once latency_floor 90 python3 bench/diag/latency_floor.py
 # one call of each expert a workload, its outputs checked against the oracle; exit 9 on a memory error
 for t in attn_decode_paged_gqa moe_align_block_size quant_per_token_group_fp8 muon_newton_schulz; do
   once "memcheck_$t" 240 compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/diag/memcheck_expert.py "$t"
+done
+# racecheck (shared-memory hazards) of every expert on its hidden workloads, the small ones; the oracle on the CPU,
+# since the tool flags torch's own reduction kernels (bench/results/2026-12-07-h100-owed-39 call7)
+for t in attn_decode_paged_gqa moe_align_block_size quant_per_token_group_fp8 muon_newton_schulz; do
+  once "racecheck_$t" 150 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
+    python3 bench/diag/memcheck_expert.py "$t" --splits hidden --oracle-cpu
 done
 # muon's TMA kernel in one worker after other workloads, four evaluations: the check its warp-specialized form failed
 # (bench/results/2026-12-06-owed-30 calls 4-17); the shipped, flattened form must pass every one
