@@ -64,8 +64,7 @@ def test_ablation_is_correct_on_the_cpu_workloads(candidate):
 
 
 @pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
-@pytest.mark.parametrize("candidate", [a for a in ABLATIONS if a.values[0].task.id == "muon_newton_schulz"],
-                         ids=lambda a: a.name)
+@pytest.mark.parametrize("candidate", [a for a in ABLATIONS if a.values[0].task.id == "muon_newton_schulz"])
 def test_ablation_keeps_wgmma_pipelined_on_the_largest_workload(candidate):
     """An ablation's measured cost must be its removed property's: with the device's Triton, the upper-triangle
     ablation's Gram launches on 8192x28672 had ptxas serialize their wgmma (C7515; LLVM zeroed the accumulator again
