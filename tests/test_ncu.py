@@ -251,6 +251,16 @@ def test_compile_report_says_when_ptxas_serialized_the_wgmmas():
     assert "SERIALIZED" not in format_compile_report([{**REPORT[0], "wgmma": True}], "n1m")
 
 
+def test_compile_report_says_how_a_products_operands_reach_shared_memory():
+    def line(**features):
+        return format_compile_report([{**REPORT[0], **features}], "n1m").splitlines()[1]
+
+    assert line(wgmma=True, cp_async=True).endswith("wgmma=yes, cp.async")
+    assert line(wgmma=True, tma=True).endswith("wgmma=yes, TMA")
+    assert "wgmma=yes (no cp.async or TMA: the operands pass through registers)" in line(wgmma=True)
+    assert "pass through registers" not in line(wgmma=False)  # no product: plain loads are the norm
+
+
 def test_compile_report_shows_the_grid_and_its_waves():
     report = {**REPORT[0], "programs_per_sm": 3, "programs_limited_by": "shared memory", "grid": [4, 1, 264],
               "programs": 1056, "waves": 1056 / 396}

@@ -109,3 +109,35 @@ def test_serialized_wgmma_is_reported():
     assert two["wgmma"] and one["wgmma"]
     assert "accumulator registers" in two["wgmma_serialized"]
     assert "wgmma_serialized" not in one
+
+
+@triton.jit
+def _rows_times_rows(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A[:, :K] B[:, :K]^T, both operands with row stride K."""
+    rows = tl.arange(0, BLOCK)
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        lhs = tl.load(a_ptr + rows[:, None] * K + (k0 + offs_k)[None, :])
+        rhs = tl.load(b_ptr + rows[None, :] * K + (k0 + offs_k)[:, None])
+        acc = tl.dot(lhs, rhs, acc)
+    tl.store(c_ptr + rows[:, None] * BLOCK + rows[None, :], acc.to(tl.float16))
+
+
+def test_a_row_stride_not_a_multiple_of_16_loses_the_async_copies():
+    """K is the left operand's row stride: 256 is specialized as divisible by 16, so the panels are copied to shared
+    memory by cp.async; 250 is not, so the loads go through registers (muon's hidden odd sizes spill so,
+    bench/results/2026-12-07-cpu-compile-all)."""
+    a, b, c = (torch.empty(128, 256, dtype=torch.float16), torch.empty(128, 256, dtype=torch.float16),
+               torch.empty(128, 128, dtype=torch.float16))
+    capture = CompileCapture()
+    capture.install()
+    try:
+        for k in (256, 250):
+            _rows_times_rows[(1,)](a, b, c, k, BLOCK=128, BLOCK_K=64, num_warps=4)
+    finally:
+        capture.uninstall()
+    aligned, odd = capture.reports
+    assert aligned["ok"] and odd["ok"], (aligned.get("error"), odd.get("error"))
+    assert aligned["wgmma"] and aligned["cp_async"] and not aligned["tma"]
+    assert odd["wgmma"] and not odd["cp_async"]

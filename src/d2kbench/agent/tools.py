@@ -256,7 +256,10 @@ def format_compile_report(kernels: list[dict[str, Any]], workload: str) -> str:
                     f"stack frame={k.get('stack_frame_bytes')} bytes, wgmma={'yes' if k.get('wgmma') else 'no'}")
             if k.get("wgmma_serialized"):
                 line += f" but SERIALIZED by ptxas (each waits for the one before: {k['wgmma_serialized']})"
-            line += ", TMA" * bool(k.get("tma")) + ", warp-specialized" * bool(k.get("warp_specialized"))
+            line += ", TMA" * bool(k.get("tma")) + ", cp.async" * bool(k.get("cp_async"))
+            if k.get("wgmma") and not (k.get("tma") or k.get("cp_async")):
+                line += " (no cp.async or TMA: the operands pass through registers)"
+            line += ", warp-specialized" * bool(k.get("warp_specialized"))
             line += ", programmatic dependent launch" * bool(k.get("dependent_launch"))
             if k.get("programs_per_sm") is not None:
                 line += f", programs per SM={k['programs_per_sm']} (limited by {k['programs_limited_by']})"

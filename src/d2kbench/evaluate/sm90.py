@@ -163,11 +163,14 @@ def programs_per_sm(registers: int, num_warps: int, shared_bytes: int) -> tuple[
 
 
 def ptx_features(ptx: str) -> dict[str, bool]:
-    """Whether the PTX uses wgmma, TMA (bulk tensor loads or stores), warp specialization (partitions that trade
-    registers with `setmaxnreg`) and programmatic dependent launch (`griddepcontrol`: waiting for the kernel before,
-    or letting the next one start)."""
-    return {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx, "warp_specialized": "setmaxnreg" in ptx,
-            "dependent_launch": "griddepcontrol" in ptx}
+    """Whether the PTX uses wgmma, TMA (bulk tensor loads or stores), asynchronous copies into shared memory
+    (`cp.async`: Triton emits them only where it can prove 4-16 byte alignment, so a row stride that is not a multiple
+    of 16 elements loses them and the pipelined operands pass through registers: muon's hidden odd sizes spill so),
+    warp specialization (partitions that trade registers with `setmaxnreg`) and programmatic dependent launch
+    (`griddepcontrol`: waiting for the kernel before, or letting the next one start)."""
+    return {"wgmma": "wgmma" in ptx, "tma": "cp.async.bulk.tensor" in ptx,
+            "cp_async": re.search(r"cp\.async\.c[ag]\.shared", ptx) is not None,
+            "warp_specialized": "setmaxnreg" in ptx, "dependent_launch": "griddepcontrol" in ptx}
 
 
 def ptxas_info(ptx: str) -> dict[str, int | str]:
