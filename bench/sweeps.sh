@@ -6,8 +6,9 @@
 # bench/results/2026-12-06-owed-34 calls 1-2; the thirty-fifth's attn_first_chunk, on an H100: bench/results/
 # 2026-12-06-h100-owed-35 call1; the thirty-sixth's attn_tile_loop on an H100, bench/results/2026-12-07-h100-owed-36
 # calls 1 and 4, whose decision the H200 checks below; the thirty-ninth's muon_self_diagonal on an H100,
-# bench/results/2026-12-07-h100-owed-39 call1, kept below for the H200's own decision).
-SWEEPS=(attn_swap_paths muon_self_diagonal attn_rounds_merge)
+# bench/results/2026-12-07-h100-owed-39 call1, kept below for the H200's own decision; the fortieth's attn_rounds_merge on
+# an H100, bench/results/2026-12-07-h100-owed-40 call1: neither knob kept).
+SWEEPS=(attn_swap_paths muon_self_diagonal)
 run_sweeps() {
   # attention's transposed tiles (wgmma) on the static splits only, as the H100 shipped them, against none and
   # every path, on every scored workload, ten rounds: the H200's own decision
@@ -21,9 +22,4 @@ run_sweeps() {
     --rounds 20 --reps 10 \
     --workloads qwen3_30b_a3b_experts_128x768x2048,llama3_8b_down_4096x14336,llama3_8b_attn_4096x4096 \
     --json "$R/muon_self_diagonal.json"
-  # attention's dynamic wave cut into whole rounds of near-equal chunks (the 128k sequence's tail of 17 chunks on 17
-  # of 99 programs a pair) and the merge's two loads issued together (one L2 round trip a step instead of two), the
-  # cross product on every scored workload (the merge runs on all but qwen3_8b_lvar), twenty rounds for the paired rule
-  once attn_rounds_merge 260 python3 bench/sweep.py attn_decode_paged_gqa --set DYNAMIC_WHOLE_ROUNDS=False,True \
-    --set MERGE_LOADS_TOGETHER=False,True --rounds 20 --json "$R/attn_rounds_merge.json"
 }

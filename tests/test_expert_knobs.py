@@ -28,8 +28,6 @@ KNOBS = [
      "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
     # every cpu workload takes the static splits, whose scores are transposed as shipped: the mma.sync tiles
     ("attn_decode_paged_gqa", 'SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "none"'),
-    # the merge's partial outputs loaded beside their log-sum-exps (every cpu workload merges static splits)
-    ("attn_decode_paged_gqa", "MERGE_LOADS_TOGETHER = False", "MERGE_LOADS_TOGETHER = True"),
     # by_waves takes wide symmetric tiles on every cpu shape (one wave each) and band ones on the profile workload
     # one warp for the one-group tiles of small problems, as before (the cpu workloads' tiles are small too)
     ("quant_per_token_group_fp8", "MIN_WARPS = 2", "MIN_WARPS = 1"),
@@ -58,9 +56,6 @@ SM90_ONLY_KNOBS = [
     ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
-    # the dynamic wave's chunks in whole rounds (the profile workload, the 128k sequence, takes the dynamic split; no
-    # cpu workload does as shipped: test_whole_rounds_cover_every_tile_once runs it in the interpreter)
-    ("attn_decode_paged_gqa", "DYNAMIC_WHOLE_ROUNDS = False", "DYNAMIC_WHOLE_ROUNDS = True"),
     # a bf16 input's square state in bf16 (the interpreter has no bf16: no cpu workload is one)
     ("muon_newton_schulz", "STATE_FP16 = True", "STATE_FP16 = False"),
     # the scales by an IEEE division (run in the interpreter by test_the_quants_codes_are_the_oracles_bit_for_bit)
@@ -478,21 +473,18 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
     assert module._dynamic_splits(1, 4, 20, 16, cpu) == 2  # at most one program a chunk: 320 tokens, two chunks
 
 
-@pytest.mark.parametrize(("swap", "whole_rounds"), [('"static"', "False"), ('"all"', "False"), ('"static"', "True")])
+@pytest.mark.parametrize("swap", ['"static"', '"all"'])
 @pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, swap, whole_rounds,
-                                                                              tmp_path):
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, swap, tmp_path):
     """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy without a
     spill, on this machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it), with
-    the mma.sync tiles as shipped, with the transposed ones (SWAP_AB_DOTS = "all": wgmma at two stages) and with
-    the chunks in whole rounds (DYNAMIC_WHOLE_ROUNDS: a division a chunk)."""
+    the mma.sync tiles as shipped and with the transposed ones (SWAP_AB_DOTS = "all": wgmma at two stages)."""
     if triton_path == "device" and not DEVICE_TRITON:
         pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
-    candidate = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', f"SWAP_AB_DOTS = {swap}"),
-                               ("DYNAMIC_WHOLE_ROUNDS = False", f"DYNAMIC_WHOLE_ROUNDS = {whole_rounds}"))
-    module = load_module(candidate, f"test_dynamic_occupancy_{swap}_{whole_rounds}")
+    candidate = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', f"SWAP_AB_DOTS = {swap}"))
+    module = load_module(candidate, f"test_dynamic_occupancy_{swap}")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
     report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, candidate)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
@@ -522,24 +514,6 @@ def test_transposed_tiles_pass_the_dynamic_split(tmp_path):
     variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
                                               "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 1"),
                              ('SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "all"'))
-    result = evaluate(task, variant, EvalOptions(device="cpu"))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-    assert len(result.workloads) == len(task.split("cpu"))
-
-
-def test_whole_rounds_cover_every_tile_once(tmp_path):
-    """DYNAMIC_WHOLE_ROUNDS in the interpreter, on the dynamic split forced onto every cpu workload with two-tile
-    chunks: a pair's tiles cut into near-equal chunks (the 300-token sequence's five tiles over three programs as
-    chunks of one, two and two tiles; a one-token sequence as one chunk), each folded into the online softmax once,
-    and the merge's loads together. A tile skipped or taken twice changes the output."""
-    task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16\nDYNAMIC_CHUNK_TILES = 4",
-                                              "DYNAMIC_SPLIT_MIN_PROGRAMS = 2\nDYNAMIC_CHUNK_TILES = 2"),
-                             ("DYNAMIC_WHOLE_ROUNDS = False", "DYNAMIC_WHOLE_ROUNDS = True"),
-                             ("MERGE_LOADS_TOGETHER = False", "MERGE_LOADS_TOGETHER = True"))
-    module = load_module(variant, "test_whole_rounds_expert")
-    assert [module._dynamic_splits(b, hkv, pages, 16, torch.device("cpu")) for b, hkv, pages in
-            ((3, 2, 19), (2, 2, 13), (2, 1, 17))] == [3, 2, 3]  # the cpu workloads' pairs and block tables
     result = evaluate(task, variant, EvalOptions(device="cpu"))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == len(task.split("cpu"))
@@ -612,16 +586,15 @@ part_o = torch.randn((1, heads, slots, d), generator=gen)
 lse = torch.randn((1, heads, slots), generator=gen) * 4
 lse[:, :, :3] = float("-inf")  # the first two-slot block holds nothing, the second only its slot 3
 part_o[:, :, :3] = 0.0
+counters = torch.tensor([5, 7], dtype=torch.int32)
+o = torch.full((1, heads, d), float("nan"))
+module._merge_splits_kernel[(heads, 1, 1)](
+    part_o, lse, torch.tensor([1000], dtype=torch.int32), o, counters, slots, 2, 2,
+    part_o.stride(0), part_o.stride(1), part_o.stride(2), lse.stride(0), lse.stride(1), o.stride(0), o.stride(1),
+    D_BLOCK=d, TILE=64, SPLIT_BLOCK=2, WAIT_PRIMARY=False, DYNAMIC=True)
 w = torch.softmax(lse[0] * 0.6931471805599453, dim=-1)  # 2^lse normalised; the empty slots weigh 0
-for together in (False, True):  # MERGE_LOADS_TOGETHER
-    counters = torch.tensor([5, 7], dtype=torch.int32)
-    o = torch.full((1, heads, d), float("nan"))
-    module._merge_splits_kernel[(heads, 1, 1)](
-        part_o, lse, torch.tensor([1000], dtype=torch.int32), o, counters, slots, 2, 2,
-        part_o.stride(0), part_o.stride(1), part_o.stride(2), lse.stride(0), lse.stride(1), o.stride(0), o.stride(1),
-        D_BLOCK=d, TILE=64, SPLIT_BLOCK=2, WAIT_PRIMARY=False, DYNAMIC=True, LOADS_TOGETHER=together)
-    torch.testing.assert_close(o[0], torch.einsum("hs,hsd->hd", w, part_o[0]))
-    assert counters.tolist() == [0, 0], counters
+torch.testing.assert_close(o[0], torch.einsum("hs,hsd->hd", w, part_o[0]))
+assert counters.tolist() == [0, 0], counters
 print("ok")
 """
 

@@ -71,12 +71,6 @@ MERGE_ELEMS_PER_THREAD = 64
 # call1, attn_merge_split; set there by bench/pick_knobs.py).
 MERGE_SPLIT_HEAD_DIM = True
 MERGE_MIN_D_BLOCK = 32
-# Issue the merge's loads of the partial outputs beside those of their log-sum-exps, before the weights: in source
-# order after the weights, the partials' loads followed the running max's cross-warp reduction (three bar.sync,
-# which ptxas does not move loads across), so each merge step waited for two L2 round trips in turn (the sm_90 PTX
-# of the 128k sequence's merge, Triton 3.6). Together they wait for one; the partials' registers are held a little
-# longer. Off until timed.
-MERGE_LOADS_TOGETHER = False
 # Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
 # started, the merge's programs may be scheduled into the SMs the last wave leaves free and wait there
 # (griddepcontrol.wait) for the splits' writes, instead of launching after the split kernel has drained. What it
@@ -109,14 +103,6 @@ SPLIT_PROGRAMS_PER_SM = 3 if PREFETCH_PAGE_IDS or SWAP_AB_DOTS in ("static", "al
 # whole-wave rule (the reason that rule stays off).
 DYNAMIC_SPLIT_MIN_PROGRAMS = 16
 DYNAMIC_CHUNK_TILES = 4
-# Cut each pair's tiles into a whole number of rounds of its programs instead of fixed chunks: programs x
-# max(1, tiles // (programs x DYNAMIC_CHUNK_TILES)) chunks of near-equal size (every chunk a whole number of tiles, the
-# sizes differing by one at most). The 128k sequence's 2048 tiles a pair make 512 fixed chunks over 99 programs: five
-# rounds and 17 chunks, so at the wave's end 17 programs of 99 stream a sixth chunk while the rest of the pair idles
-# (ncu: the SMs active 94% of the kernel's cycles, owed-22). In whole rounds the pair's 495 chunks of 4-5 tiles end
-# together but for the programs' own differences, with no more grabs than the fixed chunks (the guided chunks, which
-# also shortened the tail, took more grabs, each an atomic and a drained pipeline). Off until timed.
-DYNAMIC_WHOLE_ROUNDS = False
 # Chunks sized by the tiles left instead (guided self-scheduling: long chunks first, single tiles at the wave's end,
 # where ncu had the SMs idle 5-6% of the cycles) were no faster on the 128k sequence: at a divisor of 2 x the pair's
 # programs 0.996x the time on the H100 and 76.6 against 77.8 us on the H200, inside the rounds' spread; at 1 or 4
@@ -124,6 +110,12 @@ DYNAMIC_WHOLE_ROUNDS = False
 # Each program's first chunk by its index (the counter handing out only the chunks after the wave's), one atomic's
 # round trip off the wave's start: 1.004x the time on an H100, inside the spread (bench/results/2026-12-06-h100-owed-35
 # call1). Not kept.
+# The pair's tiles cut into a whole number of rounds of near-equal chunks (programs x max(1, tiles // (programs x 4)):
+# 495 chunks of 4-5 tiles for the 128k sequence, against 512 fixed chunks over 99 programs, whose 17 left over leave
+# most of a pair idle at the wave's end), with no more grabs than the fixed chunks: 102.4 -> 103.1 us on an H100,
+# slower in 17 of 20 rounds (bench/results/2026-12-07-h100-owed-40). Not kept: the wave's end is not set by that
+# remainder. Likewise the merge's partial outputs loaded beside their log-sum-exps (one L2 round trip a step instead
+# of two): within 0.1% on every workload, its kernel 4.7-4.8 us under ncu either way (same run). Not kept.
 # Two adjacent KV heads a program (one 512-byte run a token, which took a sum-only stream of the 128k sequence from 85%
 # to 97% of the copy rate) through block-diagonal [2 x GROUP_PAD, 2 x HEAD_DIM] queries: 1.3x slower at four warps,
 # 1.6x at eight, on every scored workload (the doubled dots and registers, two programs per SM instead of three;
@@ -201,8 +193,7 @@ def _decode_split_kernel(
     DIRECT: tl.constexpr,                  # one split per sequence: write the output itself
     LAUNCH_DEPENDENTS: tl.constexpr,       # let the merge (launched with PDL) be scheduled now
     DYNAMIC: tl.constexpr,                 # splits taken as chunks from a counter
-    CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC); with WHOLE_ROUNDS, the least
-    WHOLE_ROUNDS: tl.constexpr,            # the pair's tiles cut into whole rounds of near-equal chunks
+    CHUNK: tl.constexpr,                   # tokens per chunk (DYNAMIC)
     SWAP: tl.constexpr,                    # the scores transposed (SWAP_AB_DOTS)
 ):
     # The KV heads of one (sequence, split) on neighbouring programs: a 16-token page holds every KV
@@ -225,26 +216,13 @@ def _decode_split_kernel(
         v_base = v_ptr + kv_head * stride_v_head
         counter = chunk_counter_ptr + b * tl.num_programs(0) + kv_head
         chunk = tl.atomic_add(counter, 1, sem="relaxed")
-        if WHOLE_ROUNDS:
-            # num_splits programs share the pair; chunk c holds tiles [c n / chunks, (c + 1) n / chunks)
-            tiles = tl.cdiv(seq_len, TILE)
-            chunks = tl.minimum(tl.maximum(tiles // (num_splits * (CHUNK // TILE)), 1) * num_splits, tiles)
-            while chunk < chunks:
-                start = (chunk * tiles // chunks) * TILE
-                end = tl.minimum(((chunk + 1) * tiles // chunks) * TILE, seq_len)
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, end, bt_row, k_base, v_base,
-                    qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, SWAP)
-                chunk = tl.atomic_add(counter, 1, sem="relaxed")
-        else:
-            while chunk * CHUNK < seq_len:
-                start = chunk * CHUNK
-                m_i, l_i, acc = _attend_tiles(
-                    q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
-                    qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
-                    HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, SWAP)
-                chunk = tl.atomic_add(counter, 1, sem="relaxed")
+        while chunk * CHUNK < seq_len:
+            start = chunk * CHUNK
+            m_i, l_i, acc = _attend_tiles(
+                q, m_i, l_i, acc, start, tl.minimum(start + CHUNK, seq_len), bt_row, k_base, v_base,
+                qk_scale_log2, stride_k_page, stride_k_tok, stride_v_page, stride_v_tok,
+                HEAD_DIM, PAGE, TILE, DOT_PRECISION, PREFETCH_PAGES, SWAP)
+            chunk = tl.atomic_add(counter, 1, sem="relaxed")
         if SWAP:
             acc = tl.trans(acc)
         po = (part_o_ptr + b * stride_po_b + heads[:, None] * stride_po_h + split * stride_po_s
@@ -396,7 +374,6 @@ def _merge_splits_kernel(
     SPLIT_BLOCK: tl.constexpr,
     WAIT_PRIMARY: tl.constexpr,            # launched with PDL: wait for the split kernel's writes
     DYNAMIC: tl.constexpr,                 # every slot written, some of them empty
-    LOADS_TOGETHER: tl.constexpr,          # MERGE_LOADS_TOGETHER
 ):
     head, b, d_part = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # query heads fastest, as stage 1's
     if DYNAMIC:
@@ -414,13 +391,12 @@ def _merge_splits_kernel(
     _merge_head(part_o_ptr + b * stride_po_b + head * stride_po_h + d0,
                 part_lse_ptr + b * stride_pl_b + head * stride_pl_h,
                 o_ptr + b * stride_ob + head * stride_oh + d0,
-                live_splits, stride_po_s, D_BLOCK, SPLIT_BLOCK, DYNAMIC, LOADS_TOGETHER)
+                live_splits, stride_po_s, D_BLOCK, SPLIT_BLOCK, DYNAMIC)
 
 
 @triton.jit
 def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
-                D_BLOCK: tl.constexpr, SPLIT_BLOCK: tl.constexpr, EMPTY_SLOTS: tl.constexpr,
-                LOADS_TOGETHER: tl.constexpr):
+                D_BLOCK: tl.constexpr, SPLIT_BLOCK: tl.constexpr, EMPTY_SLOTS: tl.constexpr):
     """One query head's output (D_BLOCK values of it) from its live splits' partial outputs and log-sum-exps,
     each read once (.cg: from L2, where stage 1 left them, not kept in L1). With EMPTY_SLOTS a slot may hold no
     token (lse -inf, output 0), a whole block of them too."""
@@ -434,9 +410,6 @@ def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
         offs_s = s0 + tl.arange(0, SPLIT_BLOCK)
         live = offs_s < live_splits
         lse = tl.load(pl_row + offs_s, mask=live, other=float("-inf"), cache_modifier=".cg")
-        if LOADS_TOGETHER:
-            part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
-                           mask=live[:, None], other=0.0, cache_modifier=".cg")
         m_new = tl.maximum(m, tl.max(lse, 0))
         if EMPTY_SLOTS:  # nothing live so far: weigh against 0, not -inf (-inf - -inf is NaN); every weight is 0
             m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -444,9 +417,8 @@ def _merge_head(po_row, pl_row, o_row, live_splits, stride_po_s,
             m_ref = m_new
         alpha = tl.exp2(m - m_ref)
         w = tl.exp2(lse - m_ref)
-        if not LOADS_TOGETHER:
-            part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
-                           mask=live[:, None], other=0.0, cache_modifier=".cg")
+        part = tl.load(po_row + offs_s[:, None] * stride_po_s + offs_d[None, :],
+                       mask=live[:, None], other=0.0, cache_modifier=".cg")
         acc = acc * alpha + tl.sum(w[:, None] * part, 0)
         den = den * alpha + tl.sum(w, 0)
         m = m_new
@@ -556,7 +528,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         GROUP=group, GROUP_PAD=group_pad, HEAD_DIM=D, PAGE=page, TILE=TILE_N,
         DOT_PRECISION=precision, PREFETCH_PAGES=PREFETCH_PAGE_IDS,
         DIRECT=direct, LAUNCH_DEPENDENTS=pdl, DYNAMIC=bool(dynamic), CHUNK=TILE_N * DYNAMIC_CHUNK_TILES,
-        WHOLE_ROUNDS=DYNAMIC_WHOLE_ROUNDS,
         SWAP=swap, num_warps=SPLIT_NUM_WARPS, num_stages=SWAP_NUM_STAGES if swap else SPLIT_NUM_STAGES,
     )
     if direct:
@@ -568,7 +539,6 @@ def run(q, k_cache, v_cache, block_table, seq_lens, scale):
         part_lse.stride(0), part_lse.stride(1),
         o.stride(0), o.stride(1),
         D_BLOCK=merge_d_block, TILE=TILE_N, SPLIT_BLOCK=merge_block, WAIT_PRIMARY=pdl, DYNAMIC=bool(dynamic),
-        LOADS_TOGETHER=MERGE_LOADS_TOGETHER,
         num_warps=merge_warps, **({"launch_pdl": True} if pdl else {}),
     )
     return o
