@@ -39,6 +39,8 @@ KNOBS = [
     # the composed runs with R stored and a Z added in the epilogue (as shipped only an fp16 input's: cpu_tall_f16;
     # cpu_wide_f32's fp32 state stores P)
     ("muon_newton_schulz", "STORE_P = True", "STORE_P = False"),
+    # the symmetric launches' grids of exactly their tiles (every cpu shape takes wide tiles; band and square below)
+    ("muon_newton_schulz", "SYM_EXACT_GRID = False", "SYM_EXACT_GRID = True"),
 ]
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
@@ -213,6 +215,77 @@ def interpreted(script: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
+
+
+EXACT_GRID_MAP = """
+import torch
+import triton
+import triton.language as tl
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task
+expert = load_module(find_task("muon_newton_schulz").expert_path, "exact_grid_expert")
+_upper_tile_exact = expert._upper_tile_exact
+
+
+@triton.jit
+def tiles_kernel(out_ptr, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
+    pid = tl.program_id(0)
+    ti, tj = _upper_tile_exact(pid, num_rows, num_cols, RATIO, GROUP, OFFSET)
+    tl.store(out_ptr + 2 * pid, ti)
+    tl.store(out_ptr + 2 * pid + 1, tj)
+
+
+def upper_slots(rows, cols, ratio, group, offset):
+    # _upper_tile's slots in its order, those its caller keeps (tj >= ti // ratio + offset)
+    kept = []
+    for first in range(0, rows, group):
+        n = min(group, rows - first)
+        for local in range(n * (cols - first // ratio - offset)):
+            ti, tj = first + local % n, first // ratio + offset + local // n
+            if tj >= ti // ratio + offset:
+                kept.append((ti, tj))
+    return kept
+
+
+expert.SYM_EXACT_GRID = True
+checked = 0
+for ratio, offset in ((1, 0), (2, 0), (2, 1)):  # square, wide and band tiles
+    for group in (2, 8):
+        for rows in (1, 2, 3, 5, 6, 7, 9, 12, 17, 24, 33):  # partial groups, odd rows, several groups
+            cols = triton.cdiv(rows, ratio)
+            want = upper_slots(rows, cols, ratio, group, offset)
+            count = expert._num_upper_programs(rows, cols, ratio, group, offset)
+            assert count == len(want), (ratio, offset, group, rows, count, len(want))
+            if not count:
+                continue
+            out = torch.full((count, 2), -1, dtype=torch.int32)
+            tiles_kernel[(count,)](out, rows, cols, RATIO=ratio, GROUP=group, OFFSET=offset)
+            assert [tuple(t) for t in out.tolist()] == want, (ratio, offset, group, rows)
+            checked += 1
+print("checked", checked)
+"""
+
+
+def test_the_exact_grid_maps_each_kept_tile_once_in_order():
+    """SYM_EXACT_GRID's tile map on the interpreter: for square, wide and band tiles, groups of two and eight tile
+    rows, 1-33 tile rows, program p takes the p-th tile that _upper_tile's grid keeps (its empty slots left out, the
+    order the same), and the launcher counts exactly those programs."""
+    done = interpreted(EXACT_GRID_MAP)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["checked", str(3 * 2 * 11 - 2 * 2)], done.stdout  # band: no tile under 3 rows
+
+
+@pytest.mark.parametrize("tiles", ["band", "square"])
+def test_the_exact_grid_passes_band_and_square_tiles(tiles, tmp_path):
+    """SYM_EXACT_GRID on the tiles no cpu shape takes as shipped: band tiles on the float16 batch, square ones on the
+    composed float32 shape."""
+    task = find_task("muon_newton_schulz")
+    variant = expert_variant(task, tmp_path, ("SYM_EXACT_GRID = False", "SYM_EXACT_GRID = True"),
+                             ('SYM_TILES = "by_waves"', f'SYM_TILES = "{tiles}"'))
+    workloads = ("cpu_batch_f16",) if tiles == "band" else ("cpu_wide_f32",)
+    result = evaluate(task, variant, EvalOptions(device="cpu", workloads=workloads))
+    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
+    assert len(result.workloads) == 1
 
 
 RECIPROCAL_CODES = """

@@ -101,6 +101,11 @@ SYM_WARPS = 8
 # rectangular and square ones within their rounds' spread, bench/results/2026-12-07-h100-owed-39 call1). False:
 # each diagonal tile loads both panels.
 SYM_SELF_DIAGONAL = True
+# The symmetric launches' grids of exactly their tiles (True), or of _upper_tile's slots, whose programs left of a
+# group's diagonal (band) find no tile and exit (False): a band launch on the batch has 21 programs a matrix of which
+# 6 are empty (2688 programs, 768 empty), 4096's band launch 10% and 8192's wide one 5-9%. ncu counted the batch's band
+# launches' SMs idle 8.5% of their cycles at one program an SM (bench/results/2026-12-06-h100-owed-35 call2).
+SYM_EXACT_GRID = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -296,6 +301,44 @@ def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexp
     return first + local % rows, first // RATIO + OFFSET + local // rows
 
 
+@triton.jit
+def _group_tiles(rows, cols, RATIO: tl.constexpr):
+    """Tiles of one group of _upper_tile's grid that lie on or above the diagonal (band): its column k (k = 0, 1, ...,
+    cols - 1) holds the group's first min(rows, RATIO (k + 1)) rows."""
+    cols = tl.maximum(cols, 0)
+    full = rows // RATIO  # the columns before the group's rows are all in
+    ramp = tl.minimum(cols, full)
+    return RATIO * ramp * (ramp + 1) // 2 + rows * (cols - ramp)
+
+
+@triton.jit
+def _upper_tile_exact(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
+    """_upper_tile's tiles in its order without the slots its caller skips (SYM_EXACT_GRID): a grid of exactly the
+    tiles on or above the diagonal (band). GROUP a multiple of RATIO, so that a group's first row starts a
+    column tile."""
+    first = pid * 0
+    start = pid * 0
+    rows = tl.minimum(num_rows, GROUP)
+    size = _group_tiles(rows, num_cols - OFFSET, RATIO)
+    while pid >= start + size:
+        start += size
+        first += GROUP
+        rows = tl.minimum(num_rows - first, GROUP)
+        size = _group_tiles(rows, num_cols - first // RATIO - OFFSET, RATIO)
+    local = pid - start
+    full = rows // RATIO
+    ramp_tiles = RATIO * full * (full + 1) // 2  # the tiles of the columns before all rows are in
+    if local < ramp_tiles:  # column k holds RATIO (k + 1) rows: at most GROUP / RATIO steps
+        k = local * 0
+        while RATIO * (k + 1) * (k + 2) // 2 <= local:
+            k += 1
+        row = local - RATIO * k * (k + 1) // 2
+    else:
+        k = full + (local - ramp_tiles) // rows
+        row = (local - ramp_tiles) % rows
+    return first + row, first // RATIO + OFFSET + k
+
+
 # --------------------------------------------------------------------------------------------
 # Symmetric product: C = norm^-p * (alpha * L @ R + beta * D), with a symmetric result;
 # optionally also C2 = C + gamma * I.  Used for X X^T (R = the transposed view of L) and for
@@ -358,9 +401,11 @@ def _sym_gemm_kernel(
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
+    EXACT_GRID: tl.constexpr,
 ):
     """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
-    wholly above the diagonal band and the others the band's square tiles: two code paths in one launch."""
+    wholly above the diagonal band and the others the band's square tiles: two code paths in one launch. EXACT_GRID:
+    one program a tile (SYM_EXACT_GRID)."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     pid = tl.program_id(0)
     b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
@@ -388,7 +433,10 @@ def _sym_gemm_kernel(
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
-        ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
+        if EXACT_GRID:
+            ti, tj = _upper_tile_exact(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
+        else:
+            ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
         if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
@@ -496,10 +544,16 @@ def _tma_ready(t, block_k):
 # Launcher.
 # --------------------------------------------------------------------------------------------
 def _num_upper_programs(num_rows, num_cols, ratio, group, offset=0):
-    """Programs of _upper_tile's grid: each group of tile rows times its columns from its first row's start on."""
+    """Programs of _upper_tile's grid: each group of tile rows times its columns from its first row's start on; with
+    SYM_EXACT_GRID only the tiles on or above the diagonal (band) (_upper_tile_exact's grid)."""
     total = 0
     for first in range(0, num_rows, group):
-        total += min(group, num_rows - first) * (num_cols - first // ratio - offset)
+        rows, cols = min(group, num_rows - first), num_cols - first // ratio - offset
+        if SYM_EXACT_GRID:
+            ramp = min(max(cols, 0), rows // ratio)
+            total += ratio * ramp * (ramp + 1) // 2 + rows * (max(cols, 0) - ramp)
+        else:
+            total += rows * cols
     return total
 
 
@@ -575,6 +629,7 @@ class _Launcher:
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
+            EXACT_GRID=SYM_EXACT_GRID,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
