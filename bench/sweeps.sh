@@ -11,11 +11,11 @@
 SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal)
 run_sweeps() {
   # muon's symmetric launches with one program a tile (SYM_EXACT_GRID: the batch's band launches lose 6 of 21
-  # programs a matrix, 768 empty of 2688; 4096's 14%, 8192's wide launch 8%), and their wide and band launches as
-  # persistent programs (SYM_PERSISTENT: no program starts and ends between tiles), the cross product on every scored
-  # workload, twenty rounds of ten calls a batch
+  # programs a matrix, 768 empty of 2688; 4096's 14%, 8192's wide launch 8%), every scored workload, twenty rounds of
+  # ten calls a batch; on an H100 the batch 1.6% faster, inside the spread (bench/results/2026-12-07-h100-owed-41
+  # call1): the H200's own decision
   once muon_exact_grid 300 python3 bench/sweep.py muon_newton_schulz --set SYM_EXACT_GRID=False,True \
-    --set SYM_PERSISTENT=False,True --rounds 20 --reps 10 --json "$R/muon_exact_grid.json"
+    --rounds 20 --reps 10 --json "$R/muon_exact_grid.json"
   # attention's transposed tiles (wgmma) on the static splits only, as the H100 shipped them, against none and
   # every path, on every scored workload, ten rounds: the H200's own decision
   once attn_swap_paths 200 python3 bench/sweep.py attn_decode_paged_gqa --set SWAP_AB_DOTS=static,none,all \

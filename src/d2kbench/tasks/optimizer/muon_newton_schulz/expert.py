@@ -104,13 +104,12 @@ SYM_SELF_DIAGONAL = True
 # The symmetric launches' grids of exactly their tiles (True), or of _upper_tile's slots, whose programs left of a
 # group's diagonal (band) find no tile and exit (False): a band launch on the batch has 21 programs a matrix of which
 # 6 are empty (2688 programs, 768 empty), 4096's band launch 10% and 8192's wide one 5-9%. ncu counted the batch's band
-# launches' SMs idle 8.5% of their cycles at one program an SM (bench/results/2026-12-06-h100-owed-35 call2).
+# launches' SMs idle 8.5% of their cycles at one program an SM (bench/results/2026-12-06-h100-owed-35 call2). On an
+# H100 (bench/results/2026-12-07-h100-owed-41 call1, twenty rounds): the batch 4687.2 -> 4610.4 us (median round ratio
+# 0.977, faster in 13 of 20: inside the spread), the others within 0.5%; one band launch alone 183.8 -> 181.9 us. Off
+# until the H200's sweep (bench/sweeps.sh muon_exact_grid). Not kept: the same launches as persistent programs (one an
+# SM walking the grid), 8-37% slower on every workload in the same sweep (no epilogue overlapped, 780-876 B of spill).
 SYM_EXACT_GRID = False
-# The wide and band launches (one program an SM) as persistent programs, one an SM, each walking the grid's programs
-# in their order (True), or a program a grid slot (False): ncu counted the batch's band launches' SMs idle 8.5% of
-# their cycles (above), part of it each slot's program starting and ending; the tiles' K loops stay as they are (not
-# flattened), so no epilogue overlaps the next tile's loads.
-SYM_PERSISTENT = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -395,8 +394,8 @@ def _sym_tile(
 
 
 @triton.jit
-def _sym_program(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, pid, b,
+def _sym_gemm_kernel(
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
     M, K, num_partials, num_wide,
     stride_lb, stride_lm, stride_lk,
     stride_rb, stride_rk, stride_rn,
@@ -408,10 +407,12 @@ def _sym_program(
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
     EXACT_GRID: tl.constexpr,
 ):
-    """Program pid of matrix b's grid: upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide
-    programs take the wide tiles wholly above the diagonal band and the others the band's square tiles: two code
-    paths in one launch. EXACT_GRID: one program a tile (SYM_EXACT_GRID)."""
+    """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
+    wholly above the diagonal band and the others the band's square tiles: two code paths in one launch. EXACT_GRID:
+    one program a tile (SYM_EXACT_GRID)."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
+    pid = tl.program_id(0)
+    b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
     l_ptr += b.to(tl.int64) * stride_lb
     r_ptr += b.to(tl.int64) * stride_rb
     d_ptr += b.to(tl.int64) * stride_db
@@ -445,40 +446,6 @@ def _sym_program(
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
-
-
-@triton.jit
-def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
-    M, K, num_partials, num_wide, programs_per_matrix, batch,
-    stride_lb, stride_lm, stride_lk,
-    stride_rb, stride_rk, stride_rn,
-    stride_db, stride_dm, stride_dn,
-    stride_cb, stride_cm, stride_cn,
-    alpha, beta, gamma,
-    NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
-    BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
-    EXACT_GRID: tl.constexpr, PERSISTENT: tl.constexpr,
-):
-    """The symmetric product's programs (_sym_program): a grid of (programs_per_matrix, batch), the batch the slow
-    axis so that one matrix's tiles run together; or (PERSISTENT, SYM_PERSISTENT) fewer programs, each walking the
-    same programs in the same order, t = pid, pid + the grid's size, ... (matrix t // programs_per_matrix)."""
-    if PERSISTENT:
-        for t in range(tl.program_id(0), programs_per_matrix * batch, tl.num_programs(0)):
-            _sym_program(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, t % programs_per_matrix,
-                         t // programs_per_matrix, M, K, num_partials, num_wide,
-                         stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn,
-                         stride_db, stride_dm, stride_dn, stride_cb, stride_cm, stride_cn, alpha, beta, gamma,
-                         NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT, BLOCK, BLOCK_N, BLOCK_K, GROUP, BAND,
-                         PARTIALS_POW2, DOT_PRECISION, SELF, EXACT_GRID)
-    else:
-        _sym_program(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, tl.program_id(0), tl.program_id(1),
-                     M, K, num_partials, num_wide,
-                     stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn,
-                     stride_db, stride_dm, stride_dn, stride_cb, stride_cm, stride_cn, alpha, beta, gamma,
-                     NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT, BLOCK, BLOCK_N, BLOCK_K, GROUP, BAND,
-                     PARTIALS_POW2, DOT_PRECISION, SELF, EXACT_GRID)
 
 
 # --------------------------------------------------------------------------------------------
@@ -657,19 +624,16 @@ class _Launcher:
         num_wide = programs if band else 0  # (0 otherwise, unused: one specialization of the argument)
         if band:  # then the band's square tiles: three per pair of tile rows
             programs += 3 * triton.cdiv(rows, 2)
-        persistent = SYM_PERSISTENT and not square  # (square tiles run two programs an SM)
-        grid = (min(programs * self.batch, self.sms * _WIDE_PROGRAMS_PER_SM), 1) if persistent \
-            else (programs, self.batch)
-        _sym_gemm_kernel[grid](
+        _sym_gemm_kernel[(programs, self.batch)](
             left, right, dd, out, out2, self.partials,
-            m, left.shape[2], self.num_partials, num_wide, programs, self.batch,
+            m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
             NORM_POWER=norm_power, HAS_D=d is not None, ADD_IDENTITY=identity_out is None and gamma != 0.0,
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
-            EXACT_GRID=SYM_EXACT_GRID, PERSISTENT=persistent,
+            EXACT_GRID=SYM_EXACT_GRID,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
