@@ -14,6 +14,8 @@ table, so that one thing changes at a time:
                      last wave holds the short tiles: a shorter tail)
   persistent         no empties, one program an SM walking the table (no program starts and ends between tiles;
                      the tiles' loops not flattened, so no epilogue overlaps the next tile's loads)
+  TMA stores         no empties, the mirrored stores through TMA (host-made descriptors of the output): the program's
+                     writes leave the SM as bulk copies from shared memory, so it ends before they reach memory
   upper only         no empties, each tile stored once (no mirrored store): what the mirror costs
   no store           no empties, a scalar a program instead of the tile: what the epilogue's stores cost
   one K step         no empties, K = 64 instead of 768: what a program costs besides its main loop
@@ -35,6 +37,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
@@ -46,17 +49,28 @@ WIDE, SQUARE, EMPTY = 0, 1, -1
 
 
 @triton.jit
-def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, pid, ti, tj, M, K,
+def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, c_desc, ct_desc, b, pid, ti, tj, M, K,
                 stride_lm, stride_lk, stride_rk, stride_rn, stride_cm, stride_cn,
                 BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STORE: tl.constexpr,
                 DOT_PRECISION: tl.constexpr):
     """The expert's _sym_tile without its epilogue's scaling: the product, then per STORE the mirrored stores (2),
-    the upper stores only (1) or one scalar (0, so that the product is still computed)."""
+    the same through TMA (3: the tile and its transpose through host-made descriptors of the [batch, M, M] output,
+    whose writes leave the SM after the program's shared-memory copy), the upper stores only (1) or one scalar (0, so
+    that the product is still computed)."""
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
+    if STORE == 3:
+        # Triton 3.6 otherwise zeroes the accumulator again on a path where the K loop runs no step, and ptxas then
+        # serializes every wgmma (C7515; the upper-triangle ablation's fix, thirty-ninth session)
+        tl.assume(K > 0)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False)
-    if STORE == 0:
+    if STORE == 3:
+        tile = acc.to(c_desc.dtype)
+        c_desc.store([b, ti * BLOCK, tj * BLOCK_N], tile.reshape(1, BLOCK, BLOCK_N))
+        if (tj + 1) * (BLOCK_N // BLOCK) - 1 > ti:  # a block above the diagonal: mirrored
+            ct_desc.store([b, tj * BLOCK_N, ti * BLOCK], tl.trans(tile).reshape(1, BLOCK_N, BLOCK))
+    elif STORE == 0:
         tl.store(sink_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))
     else:
         mirror = False
@@ -67,7 +81,7 @@ def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, pid, ti, tj, M, K,
 
 
 @triton.jit
-def _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, table_ptr, t, M, K,
+def _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, wide_desc, wide_t_desc, square_desc, table_ptr, t, M, K,
                stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn, stride_cb, stride_cm, stride_cn,
                BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, STORE: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Row t of the table: (matrix, tile row, tile column, kind), kind WIDE (BLOCK x 2 BLOCK), SQUARE
@@ -80,28 +94,31 @@ def _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, table_ptr, t, M, K,
     r_ptr += b.to(tl.int64) * stride_rb
     c_ptr += b.to(tl.int64) * stride_cb
     if kind == 0:
-        _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, t, ti, tj, M, K, stride_lm, stride_lk, stride_rk, stride_rn,
+        _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, wide_desc, wide_t_desc, b, t, ti, tj, M, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
                     stride_cm, stride_cn, BLOCK, 2 * BLOCK, BLOCK_K, STORE, DOT_PRECISION)
     elif kind == 1:
-        _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, t, ti, tj, M, K, stride_lm, stride_lk, stride_rk, stride_rn,
+        _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, square_desc, square_desc, b, t, ti, tj, M, K,
+                    stride_lm, stride_lk, stride_rk, stride_rn,
                     stride_cm, stride_cn, BLOCK, BLOCK, BLOCK_K, STORE, DOT_PRECISION)
 
 
 @triton.jit
-def _table_kernel(l_ptr, r_ptr, c_ptr, sink_ptr, table_ptr, M, K, num_rows,
+def _table_kernel(l_ptr, r_ptr, c_ptr, sink_ptr, wide_desc, wide_t_desc, square_desc, table_ptr, M, K, num_rows,
                   stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn, stride_cb, stride_cm, stride_cn,
                   BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, STORE: tl.constexpr, DOT_PRECISION: tl.constexpr,
                   PERSISTENT: tl.constexpr):
     """One table row a program, or (PERSISTENT) rows pid, pid + programs, ... a program."""
     if PERSISTENT:
         for t in range(tl.program_id(0), num_rows, tl.num_programs(0)):
-            _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, table_ptr, t, M, K, stride_lb, stride_lm, stride_lk,
+            _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, wide_desc, wide_t_desc, square_desc, table_ptr, t, M, K,
+                       stride_lb, stride_lm, stride_lk,
                        stride_rb, stride_rk, stride_rn, stride_cb, stride_cm, stride_cn,
                        BLOCK, BLOCK_K, STORE, DOT_PRECISION)
     else:
-        _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, table_ptr, tl.program_id(0), M, K, stride_lb, stride_lm,
-                   stride_lk, stride_rb, stride_rk, stride_rn, stride_cb, stride_cm, stride_cn,
-                   BLOCK, BLOCK_K, STORE, DOT_PRECISION)
+        _table_row(l_ptr, r_ptr, c_ptr, sink_ptr, wide_desc, wide_t_desc, square_desc, table_ptr,
+                   tl.program_id(0), M, K, stride_lb, stride_lm, stride_lk, stride_rb, stride_rk, stride_rn,
+                   stride_cb, stride_cm, stride_cn, BLOCK, BLOCK_K, STORE, DOT_PRECISION)
 
 
 def matrix_tiles(m: int, block: int, group: int, empties: bool) -> list[tuple[int, int, int]]:
@@ -143,6 +160,7 @@ VARIANTS = {  # label: (empties, squares last, STORE, K steps or None for all, p
     "no empties": (False, False, 2, None, False),
     "squares last": (False, True, 2, None, False),
     "persistent": (False, False, 2, None, True),
+    "TMA stores": (False, False, 3, None, False),
     "upper only": (False, False, 1, None, False),
     "no store": (False, False, 0, None, False),
     "one K step": (False, False, 2, 1, False),
@@ -155,8 +173,11 @@ def run_variant(label: str, left: torch.Tensor, right: torch.Tensor, out: torch.
     table = tables[(empties, squares_last)]
     K = left.shape[2] if k_steps is None else k_steps * cfg["sym_block_k"]
     programs = min(table.shape[0], sms) if persistent else table.shape[0]
+    block = cfg["sym_block"]
+    descs = [TensorDescriptor(out, list(out.shape), list(out.stride()), [1, rows, cols])
+             for rows, cols in ((block, 2 * block), (2 * block, block), (block, block))]
     _table_kernel[(programs,)](
-        left, right, out, sink, table, left.shape[1], K, table.shape[0],
+        left, right, out, sink, *descs, table, left.shape[1], K, table.shape[0],
         *left.stride(), *right.stride(), *out.stride(),
         BLOCK=cfg["sym_block"], BLOCK_K=cfg["sym_block_k"], STORE=store,
         DOT_PRECISION="ieee" if left.dtype == torch.float32 else "tf32", PERSISTENT=persistent,
