@@ -7,14 +7,11 @@
 # 2026-12-06-h100-owed-35 call1; the thirty-sixth's attn_tile_loop on an H100, bench/results/2026-12-07-h100-owed-36
 # calls 1 and 4, whose decision the H200 checks below; the thirty-ninth's muon_self_diagonal on an H100,
 # bench/results/2026-12-07-h100-owed-39 call1, kept below for the H200's own decision; the fortieth's attn_rounds_merge on
-# an H100, bench/results/2026-12-07-h100-owed-40 call1: neither knob kept).
-SWEEPS=(muon_tma_store muon_exact_grid attn_swap_paths muon_self_diagonal)
+# an H100, bench/results/2026-12-07-h100-owed-40 call1: neither knob kept; the forty-first's on an H100,
+# bench/results/2026-12-07-h100-owed-41: SYM_PERSISTENT (call1) and SYM_TMA_STORE (call2) not kept, SYM_EXACT_GRID
+# kept below for the H200's own decision).
+SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal)
 run_sweeps() {
-  # muon's band and square tiles stored through TMA (SYM_TMA_STORE: one band launch of the batch on an H100 181.9 us
-  # with its register stores, 137.8 with none, bench/results/2026-12-07-h100-owed-41 call1), every scored workload
-  # (8192x28672's wide tiles keep their stores: a control), twenty rounds of ten calls a batch
-  once muon_tma_store 300 python3 bench/sweep.py muon_newton_schulz --set SYM_TMA_STORE=False,True \
-    --rounds 20 --reps 10 --json "$R/muon_tma_store.json"
   # muon's symmetric launches with one program a tile (SYM_EXACT_GRID: the batch's band launches lose 6 of 21
   # programs a matrix, 768 empty of 2688; 4096's 14%, 8192's wide launch 8%), every scored workload, twenty rounds of
   # ten calls a batch; on an H100 the batch 1.6% faster, inside the spread (bench/results/2026-12-07-h100-owed-41

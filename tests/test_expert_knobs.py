@@ -288,37 +288,6 @@ def test_the_exact_grid_passes_band_and_square_tiles(tiles, tmp_path):
     assert len(result.workloads) == 1
 
 
-@pytest.mark.parametrize("tiles", ["band", "square"])
-def test_tma_stores_pass_band_and_square_tiles(tiles, tmp_path):
-    """SYM_TMA_STORE on the tiles it applies to (no cpu shape takes them as shipped): band tiles on the float16 batch
-    (a 3-D descriptor over the batch: a tile at a matrix's edge must not write into the next), square ones on the
-    composed float32 shape."""
-    task = find_task("muon_newton_schulz")
-    variant = expert_variant(task, tmp_path, ("SYM_TMA_STORE = False", "SYM_TMA_STORE = True"),
-                             ('SYM_TILES = "by_waves"', f'SYM_TILES = "{tiles}"'))
-    workloads = ("cpu_batch_f16",) if tiles == "band" else ("cpu_wide_f32",)
-    result = evaluate(task, variant, EvalOptions(device="cpu", workloads=workloads))
-    assert result.verdict == "pass", f"{result.reason}: {result.detail}"
-    assert len(result.workloads) == 1
-
-
-def test_tma_stores_keep_the_band_launches_pipelined(tmp_path):
-    """SYM_TMA_STORE's band launches on the profile workload, compiled for sm_90 with the device's Triton: without
-    tl.assume(K > 0) on that path Triton 3.6 zeroed the accumulator on a second path and ptxas serialized every
-    wgmma (C7515, found on bench/diag/muon_band_parts.py's TMA variant); one program an SM, no spill beyond the one
-    allowed."""
-    if not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
-    task = find_task("muon_newton_schulz")
-    variant = expert_variant(task, tmp_path, ("SYM_TMA_STORE = False", "SYM_TMA_STORE = True"))
-    report = compile_report_with(DEVICE_TRITON, task.id, variant)
-    sym = [k for k in report["kernels"] if k["kernel"] == "_sym_gemm_kernel"]
-    assert sym and all(k["ok"] and k["wgmma"] and k["programs_per_sm"] == 1 for k in sym), report["triton"]
-    assert not [k["wgmma_serialized"] for k in sym if "wgmma_serialized" in k]
-    allowed = ACCEPTED_SPILLS[("muon_newton_schulz", "_sym_gemm_kernel")]
-    assert max(k.get("spill_store_bytes", 0) for k in sym) <= allowed
-
-
 RECIPROCAL_CODES = """
 import sys
 import torch

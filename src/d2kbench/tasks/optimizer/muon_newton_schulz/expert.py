@@ -36,7 +36,6 @@ Design (see guidance.md):
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 # Keller Jordan's quintic coefficients (fixed by the task) and the norm guard of the reference.
 NS_A, NS_B, NS_C = 3.4445, -4.7750, 2.0315
@@ -109,14 +108,12 @@ SYM_SELF_DIAGONAL = True
 # H100 (bench/results/2026-12-07-h100-owed-41 call1, twenty rounds): the batch 4687.2 -> 4610.4 us (median round ratio
 # 0.977, faster in 13 of 20: inside the spread), the others within 0.5%; one band launch alone 183.8 -> 181.9 us. Off
 # until the H200's sweep (bench/sweeps.sh muon_exact_grid). Not kept: the same launches as persistent programs (one an
-# SM walking the grid), 8-37% slower on every workload in the same sweep (no epilogue overlapped, 780-876 B of spill).
+# SM walking the grid), 8-37% slower on every workload in the same sweep (no epilogue overlapped, 780-876 B of spill);
+# the band and square tiles' stores through TMA (host-made descriptors, the tile and its mirror as bulk copies from
+# shared memory): one band launch of the batch 181.6 us against 181.7 with its register stores, the batch 10.5% slower
+# end to end (call2). That launch takes 137.3 us with no stores and 162.0 with each tile stored once (no mirror): its
+# stores cost the memory system's write traffic, which neither an asynchronous copy nor a persistent grid hides.
 SYM_EXACT_GRID = False
-# The band and square tiles' stores (the tile and its mirror) through TMA from shared memory (True), or from
-# registers (False). One band launch of the batch alone on an H100 (bench/diag/muon_band_parts.py,
-# bench/results/2026-12-07-h100-owed-41 call1): 181.9 us with its stores, 162.1 storing each tile once (no mirror),
-# 137.8 with none; its programs one an SM with no overlap between one tile's stores and the next one's loads. A
-# bulk copy lets the program end once its tile has left shared memory.
-SYM_TMA_STORE = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -366,28 +363,22 @@ def _band_tile(q):
 
 @triton.jit
 def _sym_tile(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, c_desc, ct_desc, b, ti, tj,
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj,
     M, K, num_partials,
     stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
     alpha, beta, gamma,
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr, TMA_STORE: tl.constexpr,
+    PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
     epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
     matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the tile
     is a square diagonal tile of a product whose right operand is the left one's transpose in value, computed from
-    the left row panel alone (the caller decides: a runtime choice of loop in here would serialize the wgmma).
-    TMA_STORE: the tile and its mirror written through c_desc and ct_desc (SYM_TMA_STORE), whole tiles, which only
-    band and square tiles are (the caller decides)."""
+    the left row panel alone (the caller decides: a runtime choice of loop in here would serialize the wgmma)."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    if TMA_STORE:
-        # without it Triton 3.6 zeroes the accumulator again on a path where the K loop runs no step, and ptxas
-        # then serializes every wgmma (C7515, as in the upper-triangle ablation; thirty-ninth session)
-        tl.assume(K > 0)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
                     stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF)
@@ -397,14 +388,8 @@ def _sym_tile(
     mirror = (tj + 1) * RATIO - 1 > ti  # a block of the tile lies above the diagonal
     if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
-    if TMA_STORE:  # bulk copies from shared memory: the program may end before they reach memory
-        tile = out.to(c_desc.dtype)
-        c_desc.store([b, ti * BLOCK, tj * BLOCK_N], tile.reshape(1, BLOCK, BLOCK_N))
-        if mirror:
-            ct_desc.store([b, tj * BLOCK_N, ti * BLOCK], tl.trans(tile).reshape(1, BLOCK_N, BLOCK))
-    else:
-        _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
-                        stride_cm, stride_cn, BLOCK, mirror)
+    _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
+                    stride_cm, stride_cn, BLOCK, mirror)
     if HAS_IDENTITY_OUT:
         # the first factor of a composed run, P_0 = a I + R_0, starts the running product Q
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
@@ -414,7 +399,7 @@ def _sym_tile(
 
 @triton.jit
 def _sym_gemm_kernel(
-    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, wide_desc, wide_t_desc, square_desc,
+    l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr,
     M, K, num_partials, num_wide,
     stride_lb, stride_lm, stride_lk,
     stride_rb, stride_rk, stride_rn,
@@ -424,7 +409,7 @@ def _sym_gemm_kernel(
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
-    EXACT_GRID: tl.constexpr, TMA_STORE: tl.constexpr,
+    EXACT_GRID: tl.constexpr,
 ):
     """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
     wholly above the diagonal band and the others the band's square tiles: two code paths in one launch. EXACT_GRID:
@@ -446,35 +431,25 @@ def _sym_gemm_kernel(
         # a diagonal tile of a self product takes a _sym_tile of its own, epilogue and stores included: one
         # accumulator merged from the two K loops makes ptxas serialize every wgmma of the kernel (C7515)
         if SELF and ti == tj and tj < rows:
-            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, square_desc, square_desc, b, ti, tj, M, K,
-                      num_partials,
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True, TMA_STORE)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True)
         elif tj < rows:
-            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, square_desc, square_desc, b, ti, tj, M, K,
-                      num_partials,
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False, TMA_STORE)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         if EXACT_GRID:
             ti, tj = _upper_tile_exact(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
         else:
             ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
         if tj >= ti // RATIO + BAND:
-            if BLOCK_N == BLOCK:  # square tiles
-                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, square_desc, square_desc, b, ti, tj,
-                          M, K, num_partials,
-                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                          alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                          BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False, TMA_STORE)
-            else:
-                _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, wide_desc, wide_t_desc, b, ti, tj,
-                          M, K, num_partials,
-                          stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
-                          alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                          BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False, TMA_STORE)
+            _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
+                      stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
+                      alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
+                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -653,13 +628,8 @@ class _Launcher:
         num_wide = programs if band else 0  # (0 otherwise, unused: one specialization of the argument)
         if band:  # then the band's square tiles: three per pair of tile rows
             programs += 3 * triton.cdiv(rows, 2)
-        # whole-tile stores through TMA: band and square tiles only (a wide tile straddling the diagonal drops its
-        # blocks below it), one output, rows a multiple of 16 bytes
-        tma_store = SYM_TMA_STORE and self.sym_tiles != "wide" and identity_out is None and _tma_ready(out, 1)
-        descs = [TensorDescriptor(out, list(out.shape), list(out.stride()), [1, rows_n, cols_n]) if tma_store
-                 else None for rows_n, cols_n in ((block_m, block_n), (block_n, block_m), (block_m, block_m))]
         _sym_gemm_kernel[(programs, self.batch)](
-            left, right, dd, out, out2, self.partials, *descs,
+            left, right, dd, out, out2, self.partials,
             m, left.shape[2], self.num_partials, num_wide,
             *left.stride(), *right.stride(), *dd.stride(), *out.stride(),
             alpha, beta, gamma,
@@ -667,7 +637,7 @@ class _Launcher:
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
-            EXACT_GRID=SYM_EXACT_GRID, TMA_STORE=tma_store,
+            EXACT_GRID=SYM_EXACT_GRID,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
