@@ -103,8 +103,9 @@ SYM_WARPS = 8
 SYM_SELF_DIAGONAL = True
 # The symmetric launches' grids of exactly their tiles (True), or of _upper_tile's slots, whose programs left of a
 # group's diagonal (band) find no tile and exit (False): a band launch on the batch has 21 programs a matrix of which
-# 6 are empty (2688 programs, 768 empty), 4096's band launch 10% and 8192's wide one 5-9%. ncu counted the batch's band
-# launches' SMs idle 8.5% of their cycles at one program an SM (bench/results/2026-12-06-h100-owed-35 call2). On an
+# 6 are empty (2688 programs, 768 empty), 4096's band launch 14% (336 -> 288) and 8192's wide one 8%. ncu counted the
+# batch's band launches' SMs idle 8.5% of their cycles at one program an SM (bench/results/2026-12-06-h100-owed-35
+# call2). On an
 # H100 (bench/results/2026-12-07-h100-owed-41 call1, twenty rounds): the batch 4687.2 -> 4610.4 us (median round ratio
 # 0.977, faster in 13 of 20: inside the spread), the others within 0.5%; one band launch alone 183.8 -> 181.9 us. Off
 # until the H200's sweep (bench/sweeps.sh muon_exact_grid). Not kept: the same launches as persistent programs (one an
