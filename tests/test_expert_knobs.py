@@ -45,7 +45,8 @@ KNOBS = [
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
 ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",),
-                "MM_TMA = False": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",)}
+                "MM_TMA = False": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",),
+                "SYM_EXACT_GRID = True": ("cpu_batch_f16",)}
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
 # would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
 SM90_ONLY_KNOBS = [
@@ -251,7 +252,7 @@ expert.SYM_EXACT_GRID = True
 checked = 0
 for ratio, offset in ((1, 0), (2, 0), (2, 1)):  # square, wide and band tiles
     for group in (2, 8):
-        for rows in (1, 2, 3, 5, 6, 7, 9, 12, 17, 24, 33):  # partial groups, odd rows, several groups
+        for rows in (1, 3, 6, 7, 12, 17, 33):  # partial groups, odd rows, several groups
             cols = triton.cdiv(rows, ratio)
             want = upper_slots(rows, cols, ratio, group, offset)
             count = expert._num_upper_programs(rows, cols, ratio, group, offset)
@@ -272,7 +273,7 @@ def test_the_exact_grid_maps_each_kept_tile_once_in_order():
     order the same), and the launcher counts exactly those programs."""
     done = interpreted(EXACT_GRID_MAP)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["checked", str(3 * 2 * 11 - 2 * 2)], done.stdout  # band: no tile under 3 rows
+    assert done.stdout.split() == ["checked", str(3 * 2 * 7 - 2)], done.stdout  # band: no tile under 3 rows
 
 
 @pytest.mark.parametrize("tiles", ["band", "square"])
