@@ -225,13 +225,13 @@ import triton.language as tl
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
 expert = load_module(find_task("muon_newton_schulz").expert_path, "exact_grid_expert")
-_upper_tile_exact = expert._upper_tile_exact
+_upper_tile = expert._upper_tile
 
 
 @triton.jit
 def tiles_kernel(out_ptr, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
     pid = tl.program_id(0)
-    ti, tj = _upper_tile_exact(pid, num_rows, num_cols, RATIO, GROUP, OFFSET)
+    ti, tj = _upper_tile(pid, num_rows, num_cols, RATIO, GROUP, OFFSET, True)
     tl.store(out_ptr + 2 * pid, ti)
     tl.store(out_ptr + 2 * pid + 1, tj)
 

@@ -288,7 +288,20 @@ def _store_mirrored(c_ptr, tile, offs_i, offs_j, ti, M, stride_cm, stride_cn, BL
 
 
 @triton.jit
-def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
+def _group_tiles(rows, cols, RATIO: tl.constexpr, EXACT: tl.constexpr):
+    """Programs of one group of _upper_tile's grid (`rows` tile rows, `cols` columns from its first row's start): a
+    slot a (row, column), or (EXACT) only the tiles on or above the diagonal (band): column k (k = 0, 1, ...) holds
+    the group's first min(rows, RATIO (k + 1)) rows."""
+    if EXACT:
+        cols = tl.maximum(cols, 0)
+        ramp = tl.minimum(cols, rows // RATIO)  # the columns before the group's rows are all in
+        return RATIO * ramp * (ramp + 1) // 2 + rows * (cols - ramp)
+    return rows * cols
+
+
+@triton.jit
+def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr,
+                EXACT: tl.constexpr):
     """Map a program id onto a tile (ti, tj) on or above the diagonal of a num_rows x num_cols tile grid whose
     tiles are RATIO row blocks wide: row tile ti starts at column tile ti // RATIO, or OFFSET column tiles further
     right (OFFSET 1: the tiles wholly above the diagonal band).
@@ -296,56 +309,31 @@ def _upper_tile(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexp
     Tile rows are taken GROUP at a time; a group covers its rows and the columns from its first
     row's start to the end, column by column, so concurrently running programs share a few row panels
     and a few column panels (L2 reuse).  Only the diagonal band of a group holds
-    tiles left of their row's start; the caller skips those (tj < ti // RATIO + OFFSET)."""
+    tiles left of their row's start; the caller skips those (tj < ti // RATIO + OFFSET), or (EXACT, SYM_EXACT_GRID;
+    GROUP a multiple of RATIO, so that a group's first row starts a column tile) the grid has no such slots."""
     first = pid * 0
     start = pid * 0
     rows = tl.minimum(num_rows, GROUP)
-    size = rows * (num_cols - OFFSET)
+    size = _group_tiles(rows, num_cols - OFFSET, RATIO, EXACT)
     while pid >= start + size:
         start += size
         first += GROUP
         rows = tl.minimum(num_rows - first, GROUP)
-        size = rows * (num_cols - first // RATIO - OFFSET)
+        size = _group_tiles(rows, num_cols - first // RATIO - OFFSET, RATIO, EXACT)
     local = pid - start
+    if EXACT:
+        full = rows // RATIO
+        ramp_tiles = RATIO * full * (full + 1) // 2  # the tiles of the columns before all rows are in
+        if local < ramp_tiles:  # column k holds RATIO (k + 1) rows: at most GROUP / RATIO steps
+            k = local * 0
+            while RATIO * (k + 1) * (k + 2) // 2 <= local:
+                k += 1
+            row = local - RATIO * k * (k + 1) // 2
+        else:
+            k = full + (local - ramp_tiles) // rows
+            row = (local - ramp_tiles) % rows
+        return first + row, first // RATIO + OFFSET + k
     return first + local % rows, first // RATIO + OFFSET + local // rows
-
-
-@triton.jit
-def _group_tiles(rows, cols, RATIO: tl.constexpr):
-    """Tiles of one group of _upper_tile's grid that lie on or above the diagonal (band): its column k (k = 0, 1, ...,
-    cols - 1) holds the group's first min(rows, RATIO (k + 1)) rows."""
-    cols = tl.maximum(cols, 0)
-    full = rows // RATIO  # the columns before the group's rows are all in
-    ramp = tl.minimum(cols, full)
-    return RATIO * ramp * (ramp + 1) // 2 + rows * (cols - ramp)
-
-
-@triton.jit
-def _upper_tile_exact(pid, num_rows, num_cols, RATIO: tl.constexpr, GROUP: tl.constexpr, OFFSET: tl.constexpr):
-    """_upper_tile's tiles in its order without the slots its caller skips (SYM_EXACT_GRID): a grid of exactly the
-    tiles on or above the diagonal (band). GROUP a multiple of RATIO, so that a group's first row starts a
-    column tile."""
-    first = pid * 0
-    start = pid * 0
-    rows = tl.minimum(num_rows, GROUP)
-    size = _group_tiles(rows, num_cols - OFFSET, RATIO)
-    while pid >= start + size:
-        start += size
-        first += GROUP
-        rows = tl.minimum(num_rows - first, GROUP)
-        size = _group_tiles(rows, num_cols - first // RATIO - OFFSET, RATIO)
-    local = pid - start
-    full = rows // RATIO
-    ramp_tiles = RATIO * full * (full + 1) // 2  # the tiles of the columns before all rows are in
-    if local < ramp_tiles:  # column k holds RATIO (k + 1) rows: at most GROUP / RATIO steps
-        k = local * 0
-        while RATIO * (k + 1) * (k + 2) // 2 <= local:
-            k += 1
-        row = local - RATIO * k * (k + 1) // 2
-    else:
-        k = full + (local - ramp_tiles) // rows
-        row = (local - ramp_tiles) % rows
-    return first + row, first // RATIO + OFFSET + k
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,10 +430,7 @@ def _sym_gemm_kernel(
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
                       BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
-        if EXACT_GRID:
-            ti, tj = _upper_tile_exact(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
-        else:
-            ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND)
+        ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND, EXACT_GRID)
         if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
@@ -554,7 +539,7 @@ def _tma_ready(t, block_k):
 # --------------------------------------------------------------------------------------------
 def _num_upper_programs(num_rows, num_cols, ratio, group, offset=0):
     """Programs of _upper_tile's grid: each group of tile rows times its columns from its first row's start on; with
-    SYM_EXACT_GRID only the tiles on or above the diagonal (band) (_upper_tile_exact's grid)."""
+    SYM_EXACT_GRID only the tiles on or above the diagonal (band) (_group_tiles)."""
     total = 0
     for first in range(0, num_rows, group):
         rows, cols = min(group, num_rows - first), num_cols - first // ratio - offset
