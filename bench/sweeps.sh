@@ -10,7 +10,7 @@
 # an H100, bench/results/2026-12-07-h100-owed-40 call1: neither knob kept; the forty-first's on an H100,
 # bench/results/2026-12-07-h100-owed-41: SYM_PERSISTENT (call1) and SYM_TMA_STORE (call2) not kept, SYM_EXACT_GRID
 # kept below for the H200's own decision).
-SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal)
+SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal muon_store_once)
 run_sweeps() {
   # muon's symmetric launches with one program a tile (SYM_EXACT_GRID: the batch's band launches lose 6 of 21
   # programs a matrix, 768 empty of 2688; 4096's 14%, 8192's wide launch 8%), every scored workload, twenty rounds of
@@ -30,4 +30,9 @@ run_sweeps() {
     --rounds 20 --reps 10 \
     --workloads qwen3_30b_a3b_experts_128x768x2048,llama3_8b_down_4096x14336,llama3_8b_attn_4096x4096 \
     --json "$R/muon_self_diagonal.json"
+  # muon's symmetric results stored once, on and above the diagonal of pairs of 128-row blocks, their consumers
+  # reading the rest through the transposed view (SYM_STORE_ONCE: the mirror is 10% of a batch band launch on an
+  # H100, bench/results/2026-12-07-h100-owed-41 call1), every scored workload, twenty rounds of ten calls a batch
+  once muon_store_once 300 python3 bench/sweep.py muon_newton_schulz --set SYM_STORE_ONCE=False,True \
+    --rounds 20 --reps 10 --json "$R/muon_store_once.json"
 }

@@ -115,6 +115,14 @@ SYM_SELF_DIAGONAL = True
 # end to end (call2). That launch takes 137.3 us with no stores and 162.0 with each tile stored once (no mirror): its
 # stores cost the memory system's write traffic, which neither an asynchronous copy nor a persistent grid hides.
 SYM_EXACT_GRID = False
+# Each symmetric result stored once (True), on and above the diagonal of pairs of 128-row blocks (a tile's rows and
+# columns each lie in one pair), mirrored only within a diagonal pair; its consumers, the symmetric products, read
+# the rows of a pair left of its diagonal through the transposed view (L[rows, k] = L[k, rows]) and the columns
+# below it likewise: three K loops a tile instead of one. The matrices the rectangular products read (R of the plain
+# plan, the composed runs' last Q) stay whole. The mirror is 10% of a batch band launch on an H100 (162.1 against
+# 181.0 us with it, bench/results/2026-12-07-h100-owed-41 call1; the symmetric launches about two thirds of the
+# batch): at most 6% of the batch, less what the split K loops cost. False: every symmetric result whole.
+SYM_STORE_ONCE = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
 MM_GROUP = 8
@@ -208,33 +216,55 @@ def _inv_norm(partials_ptr, b, num_partials, PARTIALS_POW2: tl.constexpr):
 # Shared tile helpers.
 # --------------------------------------------------------------------------------------------
 @triton.jit
-def _tile_dot(
-    l_ptr, r_ptr, rows, cols, M, N, K,
+def _k_steps(
+    acc, l_ptr, r_ptr, rows, cols, M, N, k_start, k_end,
     stride_lm, stride_lk, stride_rk, stride_rn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
+    BLOCK_K: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
 ):
-    """fp32 accumulator of L[rows, :] @ R[:, cols] for rows < M, cols < N. SELF: R[:, cols] is L[rows, :]^T (a
-    diagonal tile of a product whose right operand is the left one's transpose), so one panel is loaded for both
-    operands, the right one a transposed view of the same shared-memory tile.
+    """acc + L[rows, k_start:k_end] @ R[k_start:k_end, cols] for rows < M, cols < N. SELF: R[:, cols] is
+    L[rows, :]^T (a diagonal tile of a product whose right operand is the left one's transpose), so one panel is
+    loaded for both operands, the right one a transposed view of the same shared-memory tile.
 
     Edges are masked (zero fill) rather than wrapped: the operand may be a transposed view, and
     a masked contiguous range keeps its contiguity for the vectorised, pipelined async copies."""
     offs_k = tl.arange(0, BLOCK_K)
-    l_ptrs = l_ptr + rows[:, None] * stride_lm + offs_k[None, :] * stride_lk
-    r_ptrs = r_ptr + offs_k[:, None] * stride_rk + cols[None, :] * stride_rn
+    l_ptrs = l_ptr + rows[:, None] * stride_lm + (k_start + offs_k)[None, :] * stride_lk
+    r_ptrs = r_ptr + (k_start + offs_k)[:, None] * stride_rk + cols[None, :] * stride_rn
     row_ok = rows[:, None] < M
     col_ok = cols[None, :] < N
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < K - k0), other=0.0)
+    for k0 in range(k_start, k_end, BLOCK_K):
+        lhs = tl.load(l_ptrs, mask=row_ok & (offs_k[None, :] < k_end - k0), other=0.0)
         if SELF:
             rhs = tl.trans(lhs)
         else:
-            rhs = tl.load(r_ptrs, mask=(offs_k[:, None] < K - k0) & col_ok, other=0.0)
+            rhs = tl.load(r_ptrs, mask=(offs_k[:, None] < k_end - k0) & col_ok, other=0.0)
         acc = tl.dot(lhs, rhs, acc, input_precision=DOT_PRECISION)
         l_ptrs += BLOCK_K * stride_lk
         r_ptrs += BLOCK_K * stride_rk
+    return acc
+
+
+@triton.jit
+def _tile_dot(
+    l_ptr, r_ptr, rows, cols, M, N, K, k_lo, k_hi,
+    stride_lm, stride_lk, stride_rk, stride_rn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, SELF: tl.constexpr, PACKED: tl.constexpr,
+):
+    """fp32 accumulator of L[rows, :] @ R[:, cols] (_k_steps). PACKED: L and R are symmetric and stored only on and
+    above their diagonal of block pairs (SYM_STORE_ONCE): L[rows, k] for k < k_lo is read as L[k, rows] (the
+    transposed view: swapped strides) and R[k, cols] for k >= k_hi as R[cols, k]."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if PACKED:
+        acc = _k_steps(acc, l_ptr, r_ptr, rows, cols, M, N, 0, k_lo, stride_lk, stride_lm, stride_rk, stride_rn,
+                       BLOCK_K, DOT_PRECISION, SELF)
+        acc = _k_steps(acc, l_ptr, r_ptr, rows, cols, M, N, k_lo, k_hi, stride_lm, stride_lk, stride_rk, stride_rn,
+                       BLOCK_K, DOT_PRECISION, SELF)
+        acc = _k_steps(acc, l_ptr, r_ptr, rows, cols, M, N, k_hi, K, stride_lm, stride_lk, stride_rn, stride_rk,
+                       BLOCK_K, DOT_PRECISION, SELF)
+    else:
+        acc = _k_steps(acc, l_ptr, r_ptr, rows, cols, M, N, 0, K, stride_lm, stride_lk, stride_rk, stride_rn,
+                       BLOCK_K, DOT_PRECISION, SELF)
     return acc
 
 
@@ -359,22 +389,32 @@ def _sym_tile(
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
+    PACKED_IN: tl.constexpr, PACKED_OUT: tl.constexpr,
 ):
     """Tile (ti, tj) of BLOCK rows and BLOCK_N columns of matrix b (the pointers already at it): its product,
     epilogue and upper, mirrored stores. ADD_IDENTITY adds gamma I to the stored result (P = a I + R as one
     matrix); HAS_IDENTITY_OUT stores the result and, as a second output, the result plus gamma I. SELF: the tile
     is a square diagonal tile of a product whose right operand is the left one's transpose in value, computed from
-    the left row panel alone (the caller decides: a runtime choice of loop in here would serialize the wgmma)."""
+    the left row panel alone (the caller decides: a runtime choice of loop in here would serialize the wgmma).
+    PACKED_IN, PACKED_OUT (SYM_STORE_ONCE): the operands, the result are stored only on and above the diagonal of
+    pairs of BLOCK x BLOCK blocks (a tile's rows and columns each lie in one pair): the result is mirrored only
+    within a diagonal pair."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
+    PAIR: tl.constexpr = 2 * BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K,
+    # packed operands: L's rows are stored from their pair's diagonal on, R's columns up to theirs
+    k_lo = tl.minimum(ti // 2 * PAIR, K)
+    k_hi = tl.minimum((tj * RATIO // 2 + 1) * PAIR, K)
+    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, k_lo, k_hi,
                     stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF)
+                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF, PACKED_IN)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
     mirror = (tj + 1) * RATIO - 1 > ti  # a block of the tile lies above the diagonal
+    if PACKED_OUT:
+        mirror = mirror & (tj * RATIO // 2 == ti // 2)
     if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
     _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,
@@ -398,11 +438,11 @@ def _sym_gemm_kernel(
     NORM_POWER: tl.constexpr, HAS_D: tl.constexpr, ADD_IDENTITY: tl.constexpr, HAS_IDENTITY_OUT: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP: tl.constexpr,
     BAND: tl.constexpr, PARTIALS_POW2: tl.constexpr, DOT_PRECISION: tl.constexpr, SELF: tl.constexpr,
-    EXACT_GRID: tl.constexpr,
+    EXACT_GRID: tl.constexpr, PACKED_IN: tl.constexpr, PACKED_OUT: tl.constexpr,
 ):
     """Upper tiles of BLOCK x BLOCK_N in grouped order. With BAND the first num_wide programs take the wide tiles
     wholly above the diagonal band and the others the band's square tiles: two code paths in one launch. EXACT_GRID:
-    one program a tile (SYM_EXACT_GRID)."""
+    one program a tile (SYM_EXACT_GRID). PACKED_IN, PACKED_OUT: _sym_tile's."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
     pid = tl.program_id(0)
     b = tl.program_id(1)  # batch is the slow grid axis: one matrix's tiles run together
@@ -423,19 +463,19 @@ def _sym_gemm_kernel(
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, True, PACKED_IN, PACKED_OUT)
         elif tj < rows:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
+                      BLOCK, BLOCK, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False, PACKED_IN, PACKED_OUT)
     else:  # BAND's wide tiles start one column tile right of the diagonal's
         ti, tj = _upper_tile(pid, rows, tl.cdiv(M, BLOCK_N), RATIO, GROUP, BAND, EXACT_GRID)
         if tj >= ti // RATIO + BAND:
             _sym_tile(l_ptr, r_ptr, d_ptr, c_ptr, c2_ptr, partials_ptr, b, ti, tj, M, K, num_partials,
                       stride_lm, stride_lk, stride_rk, stride_rn, stride_dm, stride_dn, stride_cm, stride_cn,
                       alpha, beta, gamma, NORM_POWER, HAS_D, ADD_IDENTITY, HAS_IDENTITY_OUT,
-                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False)
+                      BLOCK, BLOCK_N, BLOCK_K, PARTIALS_POW2, DOT_PRECISION, False, PACKED_IN, PACKED_OUT)
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,9 +516,9 @@ def _gemm_kernel(
 
     offs_m = tm * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tn * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = _tile_dot(l_ptr, r_ptr, offs_m, offs_n, M, N, K,
+    acc = _tile_dot(l_ptr, r_ptr, offs_m, offs_n, M, N, K, 0, K,
                     stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION, False)
+                    BLOCK_M, BLOCK_N, BLOCK_K, DOT_PRECISION, False, False)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_m, offs_n, M, N, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D).to(c_ptr.dtype.element_ty)
@@ -596,9 +636,10 @@ class _Launcher:
         self.sym_tiles = _sym_tile_shape(m, batch, cfg["sym_block"], sms)
 
     def sym(self, left, right, out, alpha=1.0, d=None, beta=0.0, norm_power=0,
-            identity_out=None, gamma=0.0):
+            identity_out=None, gamma=0.0, packed_in=False, packed_out=False):
         """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
-        identity_out is given, which then receives out + gamma I."""
+        identity_out is given, which then receives out + gamma I. packed_in, packed_out: the square operands, the
+        results are stored only on and above the diagonal of pairs of tile rows (SYM_STORE_ONCE)."""
         cfg, m = self.cfg, self.m
         # the right operand the left one's transpose in value: X X^T's transposed view, or a state matrix times itself
         # (every square matrix here is symmetric)
@@ -623,7 +664,7 @@ class _Launcher:
             HAS_IDENTITY_OUT=identity_out is not None,
             BLOCK=block_m, BLOCK_N=block_n, BLOCK_K=cfg["sym_block_k"], GROUP=cfg["sym_group"], BAND=band,
             PARTIALS_POW2=self.partials_pow2, DOT_PRECISION=self.precision, SELF=self_product,
-            EXACT_GRID=SYM_EXACT_GRID,
+            EXACT_GRID=SYM_EXACT_GRID, PACKED_IN=packed_in, PACKED_OUT=packed_out,
             num_warps=cfg["sym_warps"], num_stages=cfg["sym_stages" if square else "sym_wide_stages"],
             **({"maxnreg": SYM_MAXNREG} if SYM_MAXNREG and square else {}),
         )
@@ -689,28 +730,31 @@ def _stores_p(state_dtype, x_dtype):
     return STORE_P and (state_dtype == torch.float32 or torch.finfo(state_dtype).eps < torch.finfo(x_dtype).eps)
 
 
-def _compose(launch, state, tmp, free, steps, x_dtype, p_stored):
+def _compose(launch, state, tmp, free, steps, x_dtype, p_stored, packed):
     """Q = P_{s-1} ... P_0 of one composed run; returns Q's buffer, its last product written in x_dtype (the
     rectangular product's operand type). With `p_stored` each step matrix P_k = a I + b A_k + c A_k^2 is stored
     whole and every product with it is a plain product (no added matrix to read); otherwise only R_k = P_k - a I
     is, every product P Z is a Z + R Z with a Z added in the fp32 epilogue, and P_0 is written beside R_0 to start
-    Q."""
-    def times_p(f, z, out):  # out = P z, f being P or R
+    Q. `packed`: every square matrix stored on and above its pair diagonal only (SYM_STORE_ONCE), but the last Q
+    (the rectangular product's operand), stored whole."""
+    def times_p(f, z, out, packed_out=packed):  # out = P z, f being P or R
         if p_stored:
-            launch.sym(f, z, out)
+            launch.sym(f, z, out, packed_in=packed, packed_out=packed_out)
         else:
-            launch.sym(f, z, out, d=z, beta=NS_A)
+            launch.sym(f, z, out, d=z, beta=NS_A, packed_in=packed, packed_out=packed_out)
 
     q = None
     for k in range(steps):
         f = free.pop()  # P_k, or R_k
         if p_stored:
-            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A)
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, gamma=NS_A, packed_in=packed,
+                       packed_out=packed)
         elif k == 0:  # R_0, and P_0 = a I + R_0 as the start of Q
             q = free.pop()
-            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A)
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, identity_out=q, gamma=NS_A,
+                       packed_in=packed, packed_out=packed)
         else:
-            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B)
+            launch.sym(state, state, f, alpha=NS_C, d=state, beta=NS_B, packed_in=packed, packed_out=packed)
         if k < steps - 1:
             times_p(f, state, tmp)  # P A
             times_p(f, tmp, state)  # A <- P (P A)
@@ -719,7 +763,10 @@ def _compose(launch, state, tmp, free, steps, x_dtype, p_stored):
             continue
         if k > 0:
             q_next = free.pop()
-            times_p(f, q, q_next.view(x_dtype) if k == steps - 1 else q_next)  # Q <- P Q
+            if k == steps - 1:
+                times_p(f, q, q_next.view(x_dtype), packed_out=False)  # Q <- P Q, stored whole
+            else:
+                times_p(f, q, q_next)  # Q <- P Q
             free.append(q)
             q = q_next
         free.append(f)
@@ -767,15 +814,15 @@ def run(G):
         first, last = seg == 0, seg == len(segments) - 1
         norm_power = 1 if first else 0  # X is the raw input in the first run: scale by 1/norm
         # A = X X^T (1/norm^2 on the raw input)
-        launch.sym(x, x.transpose(1, 2), state, norm_power=2 * norm_power)
+        launch.sym(x, x.transpose(1, 2), state, norm_power=2 * norm_power, packed_out=SYM_STORE_ONCE)
         dst = x_out if last else rect[seg % 2]  # the last run writes the output
         if steps == 1:
             # the reference's step: R = c A^2 + b A (= P - a I), then X <- a X + R X (a X added in fp32)
             r = free[0].view(x.dtype)
-            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B)
+            launch.sym(state, state, r, alpha=NS_C, d=state, beta=NS_B, packed_in=SYM_STORE_ONCE)  # R whole
             launch.gemm(r, x, dst, d=x, beta=NS_A, norm_power=norm_power)
         else:
-            q = _compose(launch, state, tmp, free, steps, x.dtype, _stores_p(square.dtype, x.dtype))
+            q = _compose(launch, state, tmp, free, steps, x.dtype, _stores_p(square.dtype, x.dtype), SYM_STORE_ONCE)
             launch.gemm(q.view(x.dtype), x, dst, norm_power=norm_power)  # X <- Q X
             free.append(q)
         x = dst
