@@ -41,6 +41,8 @@ KNOBS = [
     ("muon_newton_schulz", "STORE_P = True", "STORE_P = False"),
     # the symmetric launches' grids of exactly their tiles (every cpu shape takes wide tiles; band and square below)
     ("muon_newton_schulz", "SYM_EXACT_GRID = False", "SYM_EXACT_GRID = True"),
+    # each symmetric result stored once (every cpu shape takes wide tiles; band and square below)
+    ("muon_newton_schulz", "SYM_STORE_ONCE = False", "SYM_STORE_ONCE = True"),
 ]
 # Where each cpu workload takes the knob's path alike, one of them is enough (the interpreter's muon is slow): the
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
@@ -287,6 +289,55 @@ def test_the_exact_grid_passes_band_and_square_tiles(tiles, tmp_path):
     result = evaluate(task, variant, EvalOptions(device="cpu", workloads=workloads))
     assert result.verdict == "pass", f"{result.reason}: {result.detail}"
     assert len(result.workloads) == 1
+
+
+STORE_ONCE_POISONED = """
+import torch
+from d2kbench.evaluate.worker import load_module
+from d2kbench.suite import find_task
+expert = load_module(find_task("muon_newton_schulz").expert_path, "store_once_expert")
+made = []
+
+
+def poisoned_empty(*args, **kwargs):  # the expert's buffers NaN where nothing writes them
+    t = torch.zeros(*args, **kwargs)
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    made.append(t)
+    return t
+
+
+expert.torch.empty = poisoned_empty
+pair = 2 * expert._CONFIG_TINY["sym_block"]
+gen = torch.Generator().manual_seed(0)
+for tiles in ("wide", "band", "square"):
+    for shape in ((1, 40, 100), (2, 40, 52)):  # the composed plan, the plain one (both with a partial pair)
+        g = torch.randn(*shape, generator=gen)
+        expert.SYM_TILES = tiles
+        expert.SYM_STORE_ONCE = False
+        want = expert.run(g)
+        expert.SYM_STORE_ONCE = True
+        made.clear()
+        got = expert.run(g)
+        assert got.isfinite().all(), (tiles, shape)
+        assert torch.allclose(got, want, atol=1e-5), (tiles, shape, (got - want).abs().max())
+        # the Gram/state matrix A, written packed by every product that writes it: NaN exactly below the pair
+        # diagonal
+        state = [t for t in made if t.dim() == 4][0][0]
+        i = torch.arange(shape[1])
+        below = (i[:, None] // pair) > (i[None, :] // pair)
+        assert torch.equal(state.isnan(), below.expand_as(state)), (tiles, shape)
+        print(tiles, shape[0], "ok")
+"""
+
+
+def test_store_once_reads_only_what_it_stores():
+    """SYM_STORE_ONCE on the interpreter with every buffer of the expert NaN until written: on wide, band and square
+    tiles, the composed and the plain plan, the output is finite and equals the shipped layout's, and the state
+    matrix A holds NaN exactly below the diagonal of block pairs (so no product wrote there, and none read it)."""
+    done = interpreted(STORE_ONCE_POISONED)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(done.stdout.split("ok")) - 1 == 6, done.stdout
 
 
 RECIPROCAL_CODES = """
