@@ -763,10 +763,8 @@ def _compose(launch, state, tmp, free, steps, x_dtype, p_stored, packed):
             continue
         if k > 0:
             q_next = free.pop()
-            if k == steps - 1:
-                times_p(f, q, q_next.view(x_dtype), packed_out=False)  # Q <- P Q, stored whole
-            else:
-                times_p(f, q, q_next)  # Q <- P Q
+            last = k == steps - 1  # the rectangular product's operand: in X's dtype, stored whole
+            times_p(f, q, q_next.view(x_dtype) if last else q_next, packed_out=packed and not last)  # Q <- P Q
             free.append(q)
             q = q_next
         free.append(f)
