@@ -17,6 +17,8 @@ table, so that one thing changes at a time:
   TMA stores         no empties, the mirrored stores through TMA (host-made descriptors of the output): the program's
                      writes leave the SM as bulk copies from shared memory, so it ends before they reach memory
   upper only         no empties, each tile stored once (no mirrored store): what the mirror costs
+  packed             no empties, SYM_STORE_ONCE's layout: operands read and the result stored on and above the diagonal
+                     of block pairs only (three K loops a tile; the mirror only within a diagonal pair)
   no store           no empties, a scalar a program instead of the tile: what the epilogue's stores cost
   one K step         no empties, K = 64 instead of 768: what a program costs besides its main loop
 
@@ -55,16 +57,19 @@ def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, c_desc, ct_desc, b, pid, ti, tj, 
                 DOT_PRECISION: tl.constexpr):
     """The expert's _sym_tile without its epilogue's scaling: the product, then per STORE the mirrored stores (2),
     the same through TMA (3: the tile and its transpose through host-made descriptors of the [batch, M, M] output,
-    whose writes leave the SM after the program's shared-memory copy), the upper stores only (1) or one scalar (0, so
-    that the product is still computed)."""
+    whose writes leave the SM after the program's shared-memory copy), the upper stores only (1), one scalar (0, so
+    that the product is still computed) or the packed layout, read and stored (4: SYM_STORE_ONCE)."""
+    RATIO: tl.constexpr = BLOCK_N // BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
     if STORE == 3:
         # Triton 3.6 otherwise zeroes the accumulator again on a path where the K loop runs no step, and ptxas then
         # serializes every wgmma (C7515; the upper-triangle ablation's fix, thirty-ninth session)
         tl.assume(K > 0)
-    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, stride_lm, stride_lk, stride_rk, stride_rn,
-                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False)
+    k_lo = tl.minimum(ti // 2 * 2 * BLOCK, K)
+    k_hi = tl.minimum((tj * RATIO // 2 + 1) * 2 * BLOCK, K)
+    acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, k_lo, k_hi, stride_lm, stride_lk, stride_rk, stride_rn,
+                    BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False, STORE == 4)
     if STORE == 3:
         tile = acc.to(c_desc.dtype)
         c_desc.store([b, ti * BLOCK, tj * BLOCK_N], tile.reshape(1, BLOCK, BLOCK_N))
@@ -75,7 +80,9 @@ def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, c_desc, ct_desc, b, pid, ti, tj, 
     else:
         mirror = False
         if STORE == 2:
-            mirror = (tj + 1) * (BLOCK_N // BLOCK) - 1 > ti
+            mirror = (tj + 1) * RATIO - 1 > ti
+        if STORE == 4:
+            mirror = ((tj + 1) * RATIO - 1 > ti) & (tj * RATIO // 2 == ti // 2)
         _store_mirrored(c_ptr, acc.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M, stride_cm, stride_cn,
                         BLOCK, mirror)
 
@@ -162,6 +169,7 @@ VARIANTS = {  # label: (empties, squares last, STORE, K steps or None for all, p
     "persistent": (False, False, 2, None, True),
     "TMA stores": (False, False, 3, None, False),
     "upper only": (False, False, 1, None, False),
+    "packed": (False, False, 4, None, False),
     "no store": (False, False, 0, None, False),
     "one K step": (False, False, 2, 1, False),
 }
@@ -214,13 +222,17 @@ def main() -> int:
               for e, s, *_ in VARIANTS.values()}
     sink = torch.empty(max(t.shape[0] for t in tables.values()), device=device)
     upper = torch.ones(m, m, dtype=torch.bool, device=device).triu()
+    pairs = torch.arange(m, device=device) // (2 * cfg["sym_block"])
+    pair_upper = pairs[:, None] <= pairs[None, :]  # what the packed layout stores
     checks = {}
     for label, (_, _, store, k_steps, _) in VARIANTS.items():
         if store == 0 or k_steps is not None:
             continue
         got = torch.full_like(left, float("nan"))
-        run_variant(label, left, right, got, sink, cfg, tables, sms)
-        part = upper if store == 1 else torch.ones_like(upper)
+        # the packed layout's operands NaN where it stores nothing: a read there would show
+        ins = [t.masked_fill(~pair_upper, float("nan")) for t in (left, right)] if store == 4 else (left, right)
+        run_variant(label, *ins, got, sink, cfg, tables, sms)
+        part = {1: upper, 4: pair_upper}.get(store, torch.ones_like(upper))
         err = ((got - want).abs()[:, part].max() / want.float().pow(2).mean().sqrt()).item()
         checks[label] = err
         print(f"check {label}: max |diff| / rms {err:.2e}")
