@@ -340,6 +340,16 @@ def test_store_once_reads_only_what_it_stores():
     assert len(done.stdout.split("ok")) - 1 == 6, done.stdout
 
 
+def test_the_band_parts_diagnosis_matches_the_experts_launch_on_the_interpreter():
+    """bench/diag/muon_band_parts.py imports the expert's tile helpers: its cpu mode checks every storing variant
+    against the expert's launch (the packed one with its operands NaN where that layout stores nothing)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "diag" / "muon_band_parts.py"), "--cpu"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "check packed:" in done.stdout and "FAILED" not in done.stdout, done.stdout
+
+
 RECIPROCAL_CODES = """
 import sys
 import torch
