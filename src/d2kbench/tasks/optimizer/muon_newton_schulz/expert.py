@@ -121,7 +121,11 @@ SYM_EXACT_GRID = False
 # below it likewise: three K loops a tile instead of one. The matrices the rectangular products read (R of the plain
 # plan, the composed runs' last Q) stay whole. The mirror is 10% of a batch band launch on an H100 (162.1 against
 # 181.0 us with it, bench/results/2026-12-07-h100-owed-41 call1; the symmetric launches about two thirds of the
-# batch): at most 6% of the batch, less what the split K loops cost. False: every symmetric result whole.
+# batch): at most 6% of the batch, less what the split K loops cost. On an H100 (bench/results/2026-12-07-h100-owed-42
+# call1): one band launch of the batch 181.7 -> 175.8 us (3.3%); end to end (twenty rounds) the batch unchanged (median
+# round ratio 1.000, inside its spread), 4096x14336 2.2% faster (15 of 20), 4096x4096 within 1%, 8192x28672 0.7% slower
+# (18 of 20; its wide tiles read half their K steps through the transposed view). Off until the H200's sweep
+# (bench/sweeps.sh muon_store_once). False: every symmetric result whole.
 SYM_STORE_ONCE = False
 # Tile rows per group of the grouped orders (L2 reuse: 1.13x on 8192x28672 against plain row-major order,
 # bench/results/2026-12-04-h200-sweep-17 call5); the group sizes themselves not yet swept.
