@@ -643,7 +643,7 @@ class _Launcher:
             identity_out=None, gamma=0.0, packed_in=False, packed_out=False):
         """out = norm^-p (alpha left @ right + beta d) for a product known to be symmetric, plus gamma I unless
         identity_out is given, which then receives out + gamma I. packed_in, packed_out: the square operands, the
-        results are stored only on and above the diagonal of pairs of tile rows (SYM_STORE_ONCE)."""
+        results are stored only on and above the diagonal of pairs of sym_block-row blocks (SYM_STORE_ONCE)."""
         cfg, m = self.cfg, self.m
         # the right operand the left one's transpose in value: X X^T's transposed view, or a state matrix times itself
         # (every square matrix here is symmetric)
