@@ -254,7 +254,7 @@ expert.SYM_EXACT_GRID = True
 checked = 0
 for ratio, offset in ((1, 0), (2, 0), (2, 1)):  # square, wide and band tiles
     for group in (2, 8):
-        for rows in (1, 3, 6, 7, 12, 17, 33):  # partial groups, odd rows, several groups
+        for rows in (1, 3, 6, 7, 12, 17, 20):  # partial groups, odd rows, several groups
             cols = triton.cdiv(rows, ratio)
             want = upper_slots(rows, cols, ratio, group, offset)
             count = expert._num_upper_programs(rows, cols, ratio, group, offset)
@@ -271,7 +271,7 @@ print("checked", checked)
 
 def test_the_exact_grid_maps_each_kept_tile_once_in_order():
     """SYM_EXACT_GRID's tile map on the interpreter: for square, wide and band tiles, groups of two and eight tile
-    rows, 1-33 tile rows, program p takes the p-th tile that _upper_tile's grid keeps (its empty slots left out, the
+    rows, 1-20 tile rows, program p takes the p-th tile that _upper_tile's grid keeps (its empty slots left out, the
     order the same), and the launcher counts exactly those programs."""
     done = interpreted(EXACT_GRID_MAP)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -310,34 +310,35 @@ def poisoned_empty(*args, **kwargs):  # the expert's buffers NaN where nothing w
 expert.torch.empty = poisoned_empty
 pair = 2 * expert._CONFIG_TINY["sym_block"]
 gen = torch.Generator().manual_seed(0)
-for tiles in ("wide", "band", "square"):
-    for shape in ((1, 40, 100), (2, 40, 52)):  # the composed plan, the plain one (both with a partial pair)
-        g = torch.randn(*shape, generator=gen)
-        expert.SYM_TILES = tiles
-        expert.SYM_STORE_ONCE = False
-        want = expert.run(g)
-        expert.SYM_STORE_ONCE = True
-        made.clear()
-        got = expert.run(g)
-        assert got.isfinite().all(), (tiles, shape)
-        assert torch.allclose(got, want, atol=1e-5), (tiles, shape, (got - want).abs().max())
-        # the Gram/state matrix A, written packed by every product that writes it: NaN exactly below the pair
-        # diagonal
-        state = [t for t in made if t.dim() == 4][0][0]
-        i = torch.arange(shape[1])
-        below = (i[:, None] // pair) > (i[None, :] // pair)
-        assert torch.equal(state.isnan(), below.expand_as(state)), (tiles, shape)
-        print(tiles, shape[0], "ok")
+composed, plain = (1, 40, 100), (2, 40, 52)  # both with a partial pair
+for tiles, shape in (("wide", composed), ("band", composed), ("band", plain), ("square", plain)):
+    g = torch.randn(*shape, generator=gen)
+    expert.SYM_TILES = tiles
+    expert.SYM_STORE_ONCE = False
+    want = expert.run(g)
+    expert.SYM_STORE_ONCE = True
+    made.clear()
+    got = expert.run(g)
+    assert got.isfinite().all(), (tiles, shape)
+    assert torch.allclose(got, want, atol=1e-5), (tiles, shape, (got - want).abs().max())
+    # the Gram/state matrix A, written packed by every product that writes it: NaN exactly below the pair
+    # diagonal
+    state = [t for t in made if t.dim() == 4][0][0]
+    i = torch.arange(shape[1])
+    below = (i[:, None] // pair) > (i[None, :] // pair)
+    assert torch.equal(state.isnan(), below.expand_as(state)), (tiles, shape)
+    print(tiles, shape[0], "ok")
 """
 
 
 def test_store_once_reads_only_what_it_stores():
     """SYM_STORE_ONCE on the interpreter with every buffer of the expert NaN until written: on wide, band and square
-    tiles, the composed and the plain plan, the output is finite and equals the shipped layout's, and the state
-    matrix A holds NaN exactly below the diagonal of block pairs (so no product wrote there, and none read it)."""
+    tiles, the composed and the plain plan (band tiles both), the output is finite and equals the shipped layout's,
+    and the state matrix A holds NaN exactly below the diagonal of block pairs (so no product wrote there, and none
+    read it)."""
     done = interpreted(STORE_ONCE_POISONED)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(done.stdout.split("ok")) - 1 == 6, done.stdout
+    assert len(done.stdout.split("ok")) - 1 == 4, done.stdout
 
 
 def test_the_band_parts_diagnosis_matches_the_experts_launch_on_the_interpreter():
