@@ -47,6 +47,8 @@ from d2kbench.suite import find_task
 EXPERT = load_module(find_task("muon_newton_schulz").expert_path, "muon_expert_for_band_parts")
 _tile_dot = EXPERT._tile_dot
 _store_mirrored = EXPERT._store_mirrored
+_packed_split = EXPERT._packed_split
+_mirrored = EXPERT._mirrored
 WIDE, SQUARE, EMPTY = 0, 1, -1
 
 
@@ -66,23 +68,20 @@ def _table_tile(l_ptr, r_ptr, c_ptr, sink_ptr, c_desc, ct_desc, b, pid, ti, tj, 
         # Triton 3.6 otherwise zeroes the accumulator again on a path where the K loop runs no step, and ptxas then
         # serializes every wgmma (C7515; the upper-triangle ablation's fix, thirty-ninth session)
         tl.assume(K > 0)
-    k_lo = tl.minimum(ti // 2 * 2 * BLOCK, K)
-    k_hi = tl.minimum((tj * RATIO // 2 + 1) * 2 * BLOCK, K)
+    k_lo, k_hi = _packed_split(ti, tj, K, BLOCK, RATIO)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, k_lo, k_hi, stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, False, STORE == 4)
     if STORE == 3:
         tile = acc.to(c_desc.dtype)
         c_desc.store([b, ti * BLOCK, tj * BLOCK_N], tile.reshape(1, BLOCK, BLOCK_N))
-        if (tj + 1) * (BLOCK_N // BLOCK) - 1 > ti:  # a block above the diagonal: mirrored
+        if _mirrored(ti, tj, RATIO, False):
             ct_desc.store([b, tj * BLOCK_N, ti * BLOCK], tl.trans(tile).reshape(1, BLOCK_N, BLOCK))
     elif STORE == 0:
         tl.store(sink_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))
     else:
         mirror = False
-        if STORE == 2:
-            mirror = (tj + 1) * RATIO - 1 > ti
-        if STORE == 4:
-            mirror = ((tj + 1) * RATIO - 1 > ti) & (tj * RATIO // 2 == ti // 2)
+        if STORE >= 2:  # 2, or 4: the packed layout's
+            mirror = _mirrored(ti, tj, RATIO, STORE == 4)
         _store_mirrored(c_ptr, acc.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M, stride_cm, stride_cn,
                         BLOCK, mirror)
 

@@ -322,6 +322,24 @@ def _store_mirrored(c_ptr, tile, offs_i, offs_j, ti, M, stride_cm, stride_cn, BL
 
 
 @triton.jit
+def _packed_split(ti, tj, K, BLOCK: tl.constexpr, RATIO: tl.constexpr):
+    """(k_lo, k_hi) of tile (ti, tj) on packed operands (SYM_STORE_ONCE, pairs of BLOCK-row blocks): L's rows are
+    stored from their pair's diagonal on, R's columns up to theirs (_tile_dot reads the rest transposed)."""
+    PAIR: tl.constexpr = 2 * BLOCK
+    return tl.minimum(ti // 2 * PAIR, K), tl.minimum((tj * RATIO // 2 + 1) * PAIR, K)
+
+
+@triton.jit
+def _mirrored(ti, tj, RATIO: tl.constexpr, PACKED: tl.constexpr):
+    """Whether tile (ti, tj) (RATIO blocks wide) has a block above the diagonal to mirror below it; PACKED
+    (SYM_STORE_ONCE): only within the diagonal pair of blocks."""
+    mirror = (tj + 1) * RATIO - 1 > ti
+    if PACKED:
+        mirror = mirror & (tj * RATIO // 2 == ti // 2)
+    return mirror
+
+
+@triton.jit
 def _group_tiles(rows, cols, RATIO: tl.constexpr, EXACT: tl.constexpr):
     """Programs of one group of _upper_tile's grid (`rows` tile rows, `cols` columns from its first row's start): a
     slot a (row, column), or (EXACT) only the tiles on or above the diagonal (band): column k (k = 0, 1, ...) holds
@@ -404,21 +422,16 @@ def _sym_tile(
     pairs of BLOCK x BLOCK blocks (a tile's rows and columns each lie in one pair): the result is mirrored only
     within a diagonal pair."""
     RATIO: tl.constexpr = BLOCK_N // BLOCK
-    PAIR: tl.constexpr = 2 * BLOCK
     offs_i = ti * BLOCK + tl.arange(0, BLOCK)
     offs_j = tj * BLOCK_N + tl.arange(0, BLOCK_N)
-    # packed operands: L's rows are stored from their pair's diagonal on, R's columns up to theirs
-    k_lo = tl.minimum(ti // 2 * PAIR, K)
-    k_hi = tl.minimum((tj * RATIO // 2 + 1) * PAIR, K)
+    k_lo, k_hi = _packed_split(ti, tj, K, BLOCK, RATIO)
     acc = _tile_dot(l_ptr, r_ptr, offs_i, offs_j, M, M, K, k_lo, k_hi,
                     stride_lm, stride_lk, stride_rk, stride_rn,
                     BLOCK, BLOCK_N, BLOCK_K, DOT_PRECISION, SELF, PACKED_IN)
     scale = _norm_scale(partials_ptr, b, num_partials, NORM_POWER, PARTIALS_POW2)
     out = _epilogue(acc, offs_i, offs_j, M, M, d_ptr, stride_dm, stride_dn, scale, alpha, beta,
                     HAS_D)
-    mirror = (tj + 1) * RATIO - 1 > ti  # a block of the tile lies above the diagonal
-    if PACKED_OUT:
-        mirror = mirror & (tj * RATIO // 2 == ti // 2)
+    mirror = _mirrored(ti, tj, RATIO, PACKED_OUT)
     if ADD_IDENTITY:  # P = a I + b A + c A^2 stored whole (STORE_P)
         out += tl.where(offs_i[:, None] == offs_j[None, :], gamma, 0.0)
     _store_mirrored(c_ptr, out.to(c_ptr.dtype.element_ty), offs_i, offs_j, ti, M,

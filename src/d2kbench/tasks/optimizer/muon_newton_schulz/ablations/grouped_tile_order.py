@@ -7,7 +7,7 @@ diagonal band) row by row, with no grouping of tile rows for L2 reuse. Every oth
 kept, the tile shapes' rule included. Expected cost on the H200: more L2 misses on the large
 rectangular and square products, whose panels are re-read from HBM.
 
-Made from expert.py with sha256 6c8bf89ca214965f (tests/test_judge_ablations.py).
+Made from expert.py with sha256 a3cf0b5846bac761 (tests/test_judge_ablations.py).
 """
 
 import torch

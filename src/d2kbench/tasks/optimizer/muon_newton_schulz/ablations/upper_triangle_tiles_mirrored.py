@@ -9,7 +9,7 @@ The expert's band tiles (wide tiles above the triangle's diagonal band, square o
 triangle: where the expert takes them, this full grid takes square tiles (wide ones where it takes
 wide ones).
 
-Made from expert.py with sha256 6c8bf89ca214965f (tests/test_judge_ablations.py).
+Made from expert.py with sha256 a3cf0b5846bac761 (tests/test_judge_ablations.py).
 """
 
 import torch
