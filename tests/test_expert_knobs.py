@@ -48,13 +48,13 @@ KNOBS = [
 # symmetric tiles are the same on the wide and the tall matrix (its transpose), so one float32 and one batched run.
 ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"': ("cpu_batch_f16",),
                 "MM_TMA = False": ("cpu_wide_f32",), "STORE_P = False": ("cpu_wide_f32",),
-                "SYM_EXACT_GRID = True": ("cpu_batch_f16",)}
+                "SYM_EXACT_GRID = True": ("cpu_batch_f16",),
+                # the composed float16 run, R stored (test_store_once_reads_only_what_it_stores runs the others)
+                "SYM_STORE_ONCE = True": ("cpu_tall_f16",)}
 # Production tiles only (muon's large configuration; the cpu shapes, m < 128, take the tiny one): the interpreter
-# would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu.
+# would run the shipped code again, so these are compiled for sm_90 and not evaluated on the cpu. Other code paths
+# only: another tile size or stage count (MM_BLOCK_N, SYM_BLOCK_K, ...) is a sweep's to compile and time.
 SM90_ONLY_KNOBS = [
-    ("muon_newton_schulz", "MM_BLOCK_N = 256", "MM_BLOCK_N = 128"),
-    ("muon_newton_schulz", "MM_STAGES = 4", "MM_STAGES = 3"),
-    ("muon_newton_schulz", "SYM_BLOCK_K = 64", "SYM_BLOCK_K = 128"),
     # the shipped rule's choice on every cpu shape (test_muons_wave_rule_takes_wide_tiles_where_they_were_faster)
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
     # the merge as a programmatic dependent launch (the interpreter has none: it runs the shipped launches)
@@ -179,8 +179,8 @@ def test_attentions_whole_wave_rule_on_the_scored_shapes():
 
 def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(tmp_path):
     """Without the page ids ahead the split kernel's mma.sync tiles are smaller (one K/V buffer) and more of its
-    programs fit an SM: the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (on both
-    Tritons); with the transposed tiles (two wgmma buffers) three an SM, 99 splits."""
+    programs fit an SM: the rule's waves follow, giving the 128k sequence 132 splits, again one full wave (with the
+    H200's Triton); with the transposed tiles (two wgmma buffers) three an SM, 99 splits."""
     task = find_task("attn_decode_paged_gqa")
     swapped = expert_variant(task, tmp_path, ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
                              ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
@@ -196,11 +196,9 @@ def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(t
                              ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"))
     module = load_module(variant, "test_whole_waves_without_prefetch")
     assert module.SPLIT_PROGRAMS_PER_SM == 4
-    for triton_path in dict.fromkeys((None, DEVICE_TRITON)):  # the venv's Triton, and the H200's where installed
-        report = compile_report_with(triton_path, task.id, variant)
-        split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
-        assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(4, [4, 1, 132], 1.0)], \
-            report["triton"]
+    report = compile_report_with(DEVICE_TRITON, task.id, variant)
+    split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
+    assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(4, [4, 1, 132], 1.0)], report["triton"]
 
 
 def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
@@ -540,18 +538,15 @@ def test_muons_tma_kernel_walks_a_batch_as_the_one_tile_kernel_does():
 
 
 @pytest.mark.parametrize("warp_specialize", [False, True])
-@pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_muons_tma_kernel_compiles_persistent_with_tma_loads(triton_path, warp_specialize, tmp_path):
-    """What MM_TMA is for, with this machine's Triton and the H200's: TMA loads, wgmma, one persistent program per SM
+def test_muons_tma_kernel_compiles_persistent_with_tma_loads(warp_specialize, tmp_path):
+    """What MM_TMA is for, with the H200's Triton: TMA loads, wgmma, one persistent program per SM
     on the profile workload's 132-SM grid, no spill; as shipped not warp-specialized, and with MM_TMA_WARP_SPECIALIZE
     the specialization applied (registers traded between partitions; at 8 warps it is silently not applied and other
     descriptor forms crash one Triton's pass: bench/diag/hopper_ws_compile.py)."""
-    if triton_path == "device" and not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("muon_newton_schulz")
     variant = (expert_variant(task, tmp_path, ("MM_TMA_WARP_SPECIALIZE = False", "MM_TMA_WARP_SPECIALIZE = True"))
                if warp_specialize else None)
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, "muon_newton_schulz", variant)
+    report = compile_report_with(DEVICE_TRITON, "muon_newton_schulz", variant)
     kernels = [k for k in report["kernels"] if k["kernel"] == "_gemm_tma_kernel"]
     assert kernels, "the TMA kernel not taken"
     for k in kernels:
@@ -574,15 +569,12 @@ def test_the_merge_splits_the_head_dim_only_where_the_heads_leave_sms_idle():
     assert module._merge_launch(3, 128, 64, cpu) == (32, 4, 1)  # few splits: a short step, one warp
 
 
-@pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(triton_path, tmp_path):
-    """MERGE_PDL with this machine's Triton and the H200's: the split kernel lets the merge launch
+def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(tmp_path):
+    """MERGE_PDL with the H200's Triton: the split kernel lets the merge launch
     (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait)."""
-    if triton_path == "device" and not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
     variant = expert_variant(task, tmp_path, ("MERGE_PDL = False", "MERGE_PDL = True"))
-    kernels = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, variant)["kernels"]
+    kernels = compile_report_with(DEVICE_TRITON, task.id, variant)["kernels"]
     assert {k["kernel"] for k in kernels} == {"_decode_split_kernel", "_merge_splits_kernel"}
     assert all(k["ok"] and k["dependent_launch"] for k in kernels), kernels
 
@@ -610,34 +602,27 @@ def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
 
 
 @pytest.mark.parametrize("swap", ['"static"', '"all"'])
-@pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(triton_path, swap, tmp_path):
+def test_the_dynamic_split_kernel_keeps_the_occupancy_its_wave_is_counted_in(swap, tmp_path):
     """The dynamic split's one wave is sized at SPLIT_PROGRAMS_PER_SM programs per SM: its kernel (a while loop of
     chunks around the pipelined tile loop, a relaxed atomic per chunk) must compile to that occupancy without a
-    spill, on this machine's Triton and the H200's (as shipped the 128k sequence, the profile workload, takes it), with
+    spill, with the H200's Triton (as shipped the 128k sequence, the profile workload, takes it), with
     the mma.sync tiles as shipped and with the transposed ones (SWAP_AB_DOTS = "all": wgmma at two stages)."""
-    if triton_path == "device" and not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
     task = find_task("attn_decode_paged_gqa")
     candidate = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', f"SWAP_AB_DOTS = {swap}"))
     module = load_module(candidate, f"test_dynamic_occupancy_{swap}")
     assert module.DYNAMIC_SPLIT_MIN_PROGRAMS is not None
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, candidate)
+    report = compile_report_with(DEVICE_TRITON, task.id, candidate)
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
     assert [(k["ok"], k["programs_per_sm"], k["grid"], k["waves"], k["wgmma"]) for k in split] == \
         [(True, module.SPLIT_PROGRAMS_PER_SM, [4, 1, 99], 1.0, swap == '"all"')], report["triton"]
     assert all(k.get("spill_store_bytes", 0) == 0 for k in split), split
 
 
-@pytest.mark.parametrize("triton_path", ["venv", "device"])
-def test_the_static_splits_run_their_dots_on_wgmma_at_three_programs_an_sm(triton_path):
+def test_the_static_splits_run_their_dots_on_wgmma_at_three_programs_an_sm():
     """As shipped, llama3_8b's static splits take the transposed tiles: both dots wgmma, two stages, three programs
-    an SM (as the mma.sync tiles at three stages), no spill, on both Tritons; the merge is unchanged."""
-    if triton_path == "device" and not DEVICE_TRITON:
-        pytest.skip("D2K_DEVICE_TRITON not set (make test sets it)")
+    an SM (as the mma.sync tiles at three stages), no spill, with the H200's Triton; the merge is unchanged."""
     task = find_task("attn_decode_paged_gqa")
-    report = compile_report_with(DEVICE_TRITON if triton_path == "device" else None, task.id, task.expert_path,
-                                 workload="llama3_8b_b64_l4k")
+    report = compile_report_with(DEVICE_TRITON, task.id, task.expert_path, workload="llama3_8b_b64_l4k")
     split = [k for k in report["kernels"] if k["kernel"] == "_decode_split_kernel"]
     assert [(k["ok"], k["wgmma"], k["num_stages"], k["programs_per_sm"], k.get("spill_store_bytes", 0))
             for k in split] == [(True, True, 2, 3, 0)], report["triton"]
