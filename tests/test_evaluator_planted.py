@@ -32,6 +32,9 @@ CASES = [
     ("segfault.py", "crash", "worker_died"),
     ("exit_with_fake_verdict.py", "crash", "worker_died"),
     ("infinite_loop.py", "timeout", "call_timeout"),
+    ("reads_past_the_end.py", "crash", "out_of_bounds"),
+    ("stray_access_caught.py", "crash", "out_of_bounds"),  # the interpreter's error caught: still recorded
+    ("gpu_illegal_address.py", "crash", "out_of_bounds"),  # on the GPU crash/cuda_error (bench/gpu_integrity.py)
 ]
 
 
@@ -50,6 +53,22 @@ def test_the_content_cache_is_correct_where_nothing_is_timed(toy_task):
     can give it away (`integrity/input_cache`, bench/gpu_integrity.py), never a comparison."""
     result = evaluate(toy_task, PLANTED / "gpu_content_cache.py", EvalOptions(device="cpu"))
     assert result.verdict == "pass", result.detail
+
+
+def test_a_table_of_pointers_is_no_stray_access(toy_task):
+    """pointer_table.py loads x and y through their addresses held in a tensor: accesses outside the launch's own
+    tensors but inside live ones pass the interpreter's bounds check."""
+    result = evaluate(toy_task, PLANTED / "pointer_table.py", EvalOptions(device="cpu"))
+    assert result.verdict == "pass", result.detail
+
+
+def test_a_stray_access_is_named_by_kernel_program_and_argument(toy_task):
+    """The detail a person reads: which kernel, which program, how many elements, past the end of which argument."""
+    result = evaluate(toy_task, PLANTED / "reads_past_the_end.py", EvalOptions(device="cpu"))
+    assert (result.verdict, result.reason) == ("crash", "out_of_bounds")
+    # n200 in blocks of 64: the fourth program's load of x is 56 elements past its end, starting right at it
+    assert "axpy_kernel, program (3, 0, 0): a load of 56 of its 64 active elements" in result.detail
+    assert "0 bytes past the end of `x_ptr`" in result.detail and "(workload n200)" in result.detail
 
 
 def test_expert_passes_and_reports_each_workload(toy_task):

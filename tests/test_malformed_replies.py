@@ -27,6 +27,7 @@ def evaluation(toy_task, monkeypatch):
     {"outputs": "z.bin", "inputs": [], "findings": {}},
     {"outputs": [], "inputs": [], "findings": None},
     {"outputs": [], "findings": {}},
+    {"outputs": [], "inputs": [], "findings": {"out_of_bounds": 3}},  # the interpreter's record, not a list
 ])
 def test_a_checked_call_whose_reply_is_not_as_sent_is_malformed(evaluation, reply):
     evaluation.cand = StandInCandidate(reply)

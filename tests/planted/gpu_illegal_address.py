@@ -1,4 +1,5 @@
-"""Planted (GPU only): stores far outside every allocation, an illegal memory access."""
+"""Planted: stores far outside every allocation, an illegal memory access on the GPU (`crash/cuda_error`);
+in the interpreter its bounds check stops the store (`crash/out_of_bounds`)."""
 
 import torch
 import triton

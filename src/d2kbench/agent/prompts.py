@@ -17,7 +17,9 @@ GPU_HARDWARE = (
 CPU_HARDWARE = (
     "interpreter mode, no GPU: Triton's interpreter (TRITON_INTERPRET=1) runs your kernels on the CPU, on small "
     "workloads in float16/float32. There are no timings; only correctness counts. The interpreter does not "
-    "support bfloat16. `profile` still compiles your kernels for sm_90 (H200) and reports their resources."
+    "support bfloat16. A load or store outside the tensors a launch was given fails the check "
+    "(crash/out_of_bounds), as it could fault on a GPU. `profile` still compiles your kernels for sm_90 (H200) and "
+    "reports their resources."
 )
 
 SYSTEM_TEMPLATE = """\

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from d2kbench.evaluate.compare import compare_output, output_error
-from d2kbench.evaluate.result import EvalResult, Failure, InfraError, WorkloadResult
+from d2kbench.evaluate.result import EvalResult, Failure, InfraError, WorkloadResult, out_of_bounds_detail
 from d2kbench.evaluate.transfer import shape_of
 from d2kbench.evaluate.workers import WorkerProcess
 from d2kbench.suite import Task, Workload
@@ -186,6 +186,11 @@ class CorrectnessPhase:
         if findings.get("trace_error"):  # the profiler's fault, not the candidate's: noted, no verdict
             self.result.environment["kernel_trace_error"] = str(findings["trace_error"])[:300]
         failures = self.integrity_failures(findings, workload)
+        stray = findings.get("out_of_bounds") or []
+        if not isinstance(stray, list):
+            raise self.malformed_reply("findings")
+        if stray:  # its error caught by the candidate's own code: still the access
+            failures.append(Failure("crash", "out_of_bounds", out_of_bounds_detail(stray), name))
         failures += self.mutation_failures(workload, findings)
         mismatch = self.compare(workload, expected_set, outputs, after, [d.get("strides") for d in reply["outputs"]])
         if mismatch is not None:

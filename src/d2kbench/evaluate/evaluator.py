@@ -29,7 +29,14 @@ import torch
 from d2kbench.evaluate import bytecode, channel, hardware, static_scan
 from d2kbench.evaluate.correctness_phase import ORACLE_THREAD, CorrectnessPhase
 from d2kbench.evaluate.prestart import PRESTARTED, remove_folders
-from d2kbench.evaluate.result import SANDBOX_VERDICTS, EvalResult, Failure, InfraError, WorkloadResult
+from d2kbench.evaluate.result import (
+    SANDBOX_VERDICTS,
+    EvalResult,
+    Failure,
+    InfraError,
+    WorkloadResult,
+    out_of_bounds_detail,
+)
 from d2kbench.evaluate.sandbox import Sandbox, SandboxSettings
 from d2kbench.evaluate.timing_guards import TimingGuards
 from d2kbench.evaluate.timing_phase import TimingPhase
@@ -424,6 +431,8 @@ class Evaluation(CorrectnessPhase, TimingPhase, TimingGuards, ValueTransfer):
         elif isinstance(exc, RequestFailed):
             if exc.cuda_fault:
                 failure = Failure("crash", "cuda_error", f"CUDA fault: {exc.message}", workload.name)
+            elif exc.out_of_bounds:
+                failure = Failure("crash", "out_of_bounds", out_of_bounds_detail(exc.out_of_bounds), workload.name)
             elif exc.error in COMPILE_ERRORS:
                 failure = Failure("error", "compile_error", f"{exc.error}: {exc.message}", workload.name)
             else:

@@ -11,7 +11,7 @@ VERDICTS = ("infra", "error", "crash", "timeout", "integrity", "incorrect", "pas
 
 REASONS = {
     "error": ("import_error", "compile_error", "exception", "no_run", "sandbox_denied"),
-    "crash": ("worker_died", "cuda_error", "out_of_memory", "process_limit"),
+    "crash": ("worker_died", "cuda_error", "out_of_memory", "process_limit", "out_of_bounds"),
     "timeout": ("load_timeout", "call_timeout", "cpu_time_limit"),
     "integrity": (
         "no_triton_launch", "aten_op", "alias", "not_plain_tensor", "input_mutated", "stale_output",
@@ -46,6 +46,13 @@ SANDBOX_VERDICTS = {  # reason: (verdict, what happened)
     "malformed_result": ("integrity", "the worker's reply described results that cannot be read as described: "
                                       "the candidate's code changed what its worker sends"),
 }
+
+
+def out_of_bounds_detail(accesses: list) -> str:
+    """The detail of crash/out_of_bounds: the interpreter's record of the stray accesses (`interp_bounds`)."""
+    more = f" (and {len(accesses) - 2} more)" if len(accesses) > 2 else ""
+    return ("an interpreted kernel accessed memory outside its tensors (on a GPU: an illegal address or silent "
+            f"corruption): {'; '.join(str(a) for a in accesses[:2])}{more}")
 
 
 @dataclass

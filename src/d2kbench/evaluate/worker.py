@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from d2kbench.evaluate import channel, integrity, interp_fp8, ipc, l2
+from d2kbench.evaluate import channel, integrity, interp_bounds, interp_fp8, ipc, l2
 
 _CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "CUBLAS_STATUS", "device-side assert")
 _OOM_MARKERS = ("can't allocate memory", "Cannot allocate memory", "CUDA out of memory")
@@ -230,6 +230,8 @@ class Worker:
             "trace_error": trace_error,
             "forbidden_ops": dict(guard.forbidden),
             "not_tensor": [i for i, o in enumerate(outs) if type(o) is not torch.Tensor],
+            # interpreted kernels' stray accesses, also those whose error the candidate's code caught
+            "out_of_bounds": interp_bounds.take(),
         }
         if req.get("guard", False):
             # What the caller's stream sees when it is synchronized, against what lands later.
@@ -509,6 +511,7 @@ def serve(role: str, fd_in: int, fd_out: int, spool: Path, device: str) -> None:
                     "traceback": traceback.format_exc()[-8000:],
                     "cuda_fault": cuda_fault,
                     "out_of_memory": out_of_memory,
+                    "out_of_bounds": interp_bounds.take(),
                 },
             )
             if cuda_fault or out_of_memory or isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -555,6 +558,7 @@ def main() -> None:
         torch.cuda.set_device(torch.device(args.device))
     elif os.environ.get("TRITON_INTERPRET") == "1":
         interp_fp8.install()  # the interpreter's own fp8 casts misround; make them round like the GPU
+        interp_bounds.install()  # and it reads or writes any address: stop accesses outside the launch's tensors
     if args.role == "candidate":
         warm_op_guard()
     serve(args.role, args.fd_in, args.fd_out, args.spool, args.device)

@@ -53,6 +53,9 @@ class RequestFailed(Exception):
         self.error = str(reply.get("error", "Error"))
         self.message = str(reply.get("message", ""))
         self.cuda_fault = bool(reply.get("cuda_fault"))
+        # interpreted kernels' accesses outside their tensors (`interp_bounds`), as the worker recorded them
+        stray = reply.get("out_of_bounds")
+        self.out_of_bounds = [str(s) for s in stray] if isinstance(stray, list) else []
         self.stopped_by: str | None = None  # what of the sandbox stopped it (a key of result.SANDBOX_VERDICTS)
         super().__init__(f"{self.error}: {self.message}")
 
