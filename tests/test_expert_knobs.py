@@ -291,8 +291,10 @@ def test_the_exact_grid_passes_band_and_square_tiles(tiles, tmp_path):
 
 STORE_ONCE_POISONED = """
 import torch
+from d2kbench.evaluate import interp_bounds
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
+assert interp_bounds.install()  # every access inside the launch's tensors, as the evaluator's cpu workers check
 expert = load_module(find_task("muon_newton_schulz").expert_path, "store_once_expert")
 made = []
 
@@ -333,7 +335,7 @@ def test_store_once_reads_only_what_it_stores():
     """SYM_STORE_ONCE on the interpreter with every buffer of the expert NaN until written: on wide, band and square
     tiles, the composed and the plain plan (band tiles both), the output is finite and equals the shipped layout's,
     and the state matrix A holds NaN exactly below the diagonal of block pairs (so no product wrote there, and none
-    read it)."""
+    read it); no access leaves the launches' tensors (`interp_bounds`)."""
     done = interpreted(STORE_ONCE_POISONED)
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(done.stdout.split("ok")) - 1 == 4, done.stdout
