@@ -120,8 +120,8 @@ def _tensors(name: str, value: Any):
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
             yield from _tensors(f"{name}[{i}]", item)
-    elif isinstance(getattr(value, "base", None), torch.Tensor):  # a host TensorDescriptor
-        yield f"{name}.base", value.base
+    elif isinstance(getattr(value, "base", None), torch.Tensor):  # a host TensorDescriptor, or a reinterpreted tensor
+        yield (f"{name}.base" if hasattr(value, "block_shape") else name), value.base
 
 
 def _ranges(named: list[tuple[str, torch.Tensor]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
