@@ -1,8 +1,12 @@
+import hashlib
+import json
 import os
 import shutil
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +18,38 @@ HANG_TIMEOUT_S = 6.0
 
 # Tests run kernels through Triton's interpreter on the CPU, whatever the machine has.
 os.environ.setdefault("D2K_TEST_DEVICE", "cpu")
+
+# The folder of this run's sm_90 compile reports, shared by its xdist workers (they inherit the variable)
+COMPILE_REPORTS = "D2K_TEST_COMPILE_REPORTS"
+
+
+def pytest_configure(config):
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller, or a run without workers
+        os.environ[COMPILE_REPORTS] = tempfile.mkdtemp(prefix="d2k-compile-reports-")
+
+
+def pytest_unconfigure(config):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = os.environ.pop(COMPILE_REPORTS, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def compiled_once(source: Path, parts: list, compile_it: Callable[[], Any]) -> Any:
+    """`compile_it()`'s report, as JSON reads it back, made once per run for the same `source` text and `parts`
+    (Triton, task, workload): several tests check what the shipped experts, or identical variants, compile to,
+    and the sm_90 compiles are most of the suite's time."""
+    key = hashlib.sha256(json.dumps([hashlib.sha256(source.read_bytes()).hexdigest(), *parts]).encode()).hexdigest()
+    folder = os.environ.get(COMPILE_REPORTS)
+    path = Path(folder) / f"{key}.json" if folder else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    text = json.dumps(compile_it())
+    if path is not None:
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        partial.write_text(text)
+        os.replace(partial, path)  # whole or absent: the other worker may compile the same at the same time
+    return json.loads(text)
 
 
 @pytest.fixture

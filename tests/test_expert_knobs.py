@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
+from d2kbench.evaluate.evaluator import EvalOptions, evaluate
 from d2kbench.evaluate.worker import load_module
 from d2kbench.suite import find_task
 from tests.conftest import ACCEPTED_SPILLS, ROOT
-from tests.test_tasks import DEVICE_TRITON, compile_report_with
+from tests.test_tasks import DEVICE_TRITON, compile_report_with, compiled
 
 KNOBS = [
     ("attn_decode_paged_gqa", "PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
@@ -96,7 +96,7 @@ def test_the_other_setting_compiles_for_sm90(task_id, shipped, other, tmp_path):
     shared memory) on the task's profile workload, spilling no more than the shipped expert is allowed to."""
     task = find_task(task_id)
     variant = expert_variant(task, tmp_path, (shipped, other))
-    kernels = compile_report(task, variant)
+    kernels = compiled(task, variant)
     assert kernels, "the variant launched no Triton kernel"
     for k in kernels:
         assert k["ok"], f"{k['kernel']}: {k.get('error')}"
@@ -130,7 +130,7 @@ def test_muons_symmetric_products_fit_as_measured(replacements, programs, spill,
     the cpu workloads in the test above; the interpreter ignores register caps and warp counts.)"""
     task = find_task("muon_newton_schulz")
     variant = expert_variant(task, tmp_path, *replacements)
-    sym = [k for k in compile_report(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
+    sym = [k for k in compiled(task, variant) if k["kernel"] == "_sym_gemm_kernel"]
     assert sym and all(k["ok"] for k in sym)
     assert min(k["programs_per_sm"] for k in sym) == programs  # the launches whose registers limit them most
     assert max(k.get("spill_store_bytes", 0) for k in sym) <= spill
@@ -171,7 +171,7 @@ def test_attentions_whole_wave_rule_on_the_scored_shapes():
                         shapes.items()}
     assert splits["waves"] == {"llama3_8b": 3, "llama3_70b": 9, "qwen3_8b_lvar": 1, "qwen3_235b_b1": 264}
     assert splits["whole_waves"] == {"llama3_8b": 3, "llama3_70b": 3, "qwen3_8b_lvar": 1, "qwen3_235b_b1": 99}
-    split = [k for k in compile_report(task, task.expert_path) if k["kernel"] == "_decode_split_kernel"]
+    split = [k for k in compiled(task, task.expert_path) if k["kernel"] == "_decode_split_kernel"]
     assert split and all(k["programs_per_sm"] == module.SPLIT_PROGRAMS_PER_SM for k in split)
     # as shipped the 128k sequence takes the dynamic split's one wave (at 99 programs a pair), not these splits
     assert split[0]["grid"] == [4, 1, 99] and split[0]["waves"] == 1.0
@@ -187,7 +187,7 @@ def test_the_whole_wave_rule_counts_in_the_occupancy_of_the_kernel_it_launches(t
                              ("DYNAMIC_SPLIT_MIN_PROGRAMS = 16", "DYNAMIC_SPLIT_MIN_PROGRAMS = None"),
                              name="swapped")
     assert load_module(swapped, "test_whole_waves_swapped").SPLIT_PROGRAMS_PER_SM == 3
-    split = [k for k in compile_report(task, swapped) if k["kernel"] == "_decode_split_kernel"]
+    split = [k for k in compiled(task, swapped) if k["kernel"] == "_decode_split_kernel"]
     assert [(k["programs_per_sm"], k["grid"], k["waves"]) for k in split] == [(3, [4, 1, 99], 1.0)]
     variant = expert_variant(task, tmp_path, ('SWAP_AB_DOTS = "static"', 'SWAP_AB_DOTS = "none"'),
                              ("PREFETCH_PAGE_IDS = True", "PREFETCH_PAGE_IDS = False"),
@@ -206,7 +206,7 @@ def test_the_whole_wave_rule_fills_one_wave_on_the_128k_sequence(tmp_path):
     programs per SM, exactly one wave on 132 SMs."""
     task = find_task("attn_decode_paged_gqa")
     variant = expert_variant(task, tmp_path, ('SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'))
-    split = [k for k in compile_report(task, variant) if k["kernel"] == "_decode_split_kernel"]
+    split = [k for k in compiled(task, variant) if k["kernel"] == "_decode_split_kernel"]
     assert [(k["grid"], k["waves"]) for k in split] == [([4, 1, 99], 1.0)]
 
 
@@ -504,7 +504,7 @@ def test_flat_tiles_give_the_other_tiles_codes_and_scales_where_they_are_taken(t
 def test_flat_tiles_compile_for_sm90_on_the_m8_workload():
     """The flat path lowers for the H200 on the workload it is for (M=8: one group a program), without spills."""
     task = find_task("quant_per_token_group_fp8")
-    kernels = compile_report(task, task.expert_path, workload="dsv3_m8_k7168_row")
+    kernels = compiled(task, task.expert_path, workload="dsv3_m8_k7168_row")
     assert kernels and all(k["ok"] for k in kernels), kernels
     assert [(k["constexprs"]["FLAT"], k["grid"], k.get("spill_store_bytes", 0)) for k in kernels] == \
         [("True", [448], 0)], kernels

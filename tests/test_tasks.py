@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from d2kbench.evaluate.evaluator import EvalOptions, compile_report, evaluate
-from d2kbench.suite import load_suite
-from tests.conftest import ACCEPTED_SPILLS, ROOT
+from d2kbench.suite import Task, find_task, load_suite
+from tests.conftest import ACCEPTED_SPILLS, ROOT, compiled_once
 from tests.guidance_leaks import leaks
 
 TASKS = {t.id: t for t in load_suite()}
@@ -36,7 +36,7 @@ def test_expert_passes_on_cpu_workloads(task_id):
 def test_expert_compiles_for_sm90_on_its_profile_workload(task_id):
     """On the production shapes (the task's profile workload): the configurations the timed runs use."""
     task = TASKS[task_id]
-    kernels = compile_report(task, task.expert_path)
+    kernels = compiled(task, task.expert_path)
     assert kernels, "the expert launched no Triton kernel"
     for k in kernels:
         assert k["ok"], f"{k['kernel']}: {k.get('error')}"
@@ -67,15 +67,26 @@ print(json.dumps({"triton": triton.__version__, "kernels": compile_report(task, 
 def compile_report_with(triton_path: str | None, task_id: str, candidate: Path | None = None,
                         workload: str | None = None) -> dict:
     """compile_report of a task's expert (or `candidate`) on its profile workload (or `workload`) in a process whose
-    Triton is the one installed at `triton_path` (None: the venv's), and that Triton's version."""
+    Triton is the one installed at `triton_path` (None: the venv's), and that Triton's version; once per run."""
     # absolute: the workers that compile run in folders of their own
     paths = [str(Path(triton_path).resolve())] if triton_path else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
-    args = [str(candidate or ""), *([workload] if workload else [])]
-    done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id, *args],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def compile_it() -> dict:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, str(ROOT / "src")])}
+        args = [str(candidate or ""), *([workload] if workload else [])]
+        done = subprocess.run([sys.executable, "-c", COMPILE_WITH, task_id, *args],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    source = Path(candidate or find_task(task_id).expert_path)
+    return compiled_once(source, ["with", *paths, task_id, workload], compile_it)
+
+
+def compiled(task: Task, candidate: Path, workload: str | None = None) -> list[dict]:
+    """compile_report in this process (the venv's Triton), once per run for the same source and workload."""
+    return compiled_once(Path(candidate), ["venv", task.id, workload],
+                         lambda: compile_report(task, candidate, workload=workload))
 
 
 @pytest.mark.skipif(not DEVICE_TRITON, reason="D2K_DEVICE_TRITON not set (make test sets it)")
