@@ -10,7 +10,7 @@
 # an H100, bench/results/2026-12-07-h100-owed-40 call1: neither knob kept; the forty-first's on an H100,
 # bench/results/2026-12-07-h100-owed-41: SYM_PERSISTENT (call1) and SYM_TMA_STORE (call2) not kept, SYM_EXACT_GRID
 # kept below for the H200's own decision).
-SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal muon_store_once)
+SWEEPS=(muon_exact_grid attn_swap_paths muon_self_diagonal muon_store_once attn_pdl)
 run_sweeps() {
   # muon's symmetric launches with one program a tile (SYM_EXACT_GRID: the batch's band launches lose 6 of 21
   # programs a matrix, 768 empty of 2688; 4096's 14%, 8192's wide launch 8%), every scored workload, twenty rounds of
@@ -36,4 +36,10 @@ run_sweeps() {
   # H100 the batch unchanged, 4096x14336 2.2% faster, 8192x28672 0.7% slower (owed-42 call1): the H200's own decision
   once muon_store_once 300 python3 bench/sweep.py muon_newton_schulz --set SYM_STORE_ONCE=False,True \
     --rounds 20 --reps 10 --json "$R/muon_store_once.json"
+  # attention's merge as a programmatic dependent of the split kernel (MERGE_PDL), timed last on the H200 in owed-22
+  # against the 264-split grid of 2.7 waves (where the merge's early programs take slots from the split's later
+  # waves), never against the dynamic one-wave grid the 128k sequence ships with now: the three workloads that merge,
+  # twenty rounds
+  once attn_pdl 200 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --rounds 20 \
+    --workloads llama3_8b_b64_l4k,llama3_70b_b16_l32k,qwen3_235b_a22b_b1_l128k --json "$R/attn_pdl.json"
 }
