@@ -57,8 +57,8 @@ ONE_WORKLOAD = {'SYM_TILES = "square"': ("cpu_wide_f32",), 'SYM_TILES = "band"':
 SM90_ONLY_KNOBS = [
     # the shipped rule's choice on every cpu shape (test_muons_wave_rule_takes_wide_tiles_where_they_were_faster)
     ("muon_newton_schulz", 'SYM_TILES = "by_waves"', 'SYM_TILES = "wide"'),
-    # the merge as a programmatic dependent launch (the interpreter has none: it runs the shipped launches)
-    ("attn_decode_paged_gqa", "MERGE_PDL = False", "MERGE_PDL = True"),
+    # the merge launched after the split kernel drains (the interpreter has no PDL: it runs these launches either way)
+    ("attn_decode_paged_gqa", "MERGE_PDL = True", "MERGE_PDL = False"),
     # the shipped split counts on every cpu workload (3, 2, 3): its own counts are the scored shapes' test below
     ("attn_decode_paged_gqa", 'SPLIT_RULE = "waves"', 'SPLIT_RULE = "whole_waves"'),
     # a bf16 input's square state in bf16 (the interpreter has no bf16: no cpu workload is one)
@@ -571,14 +571,16 @@ def test_the_merge_splits_the_head_dim_only_where_the_heads_leave_sms_idle():
     assert module._merge_launch(3, 128, 64, cpu) == (32, 4, 1)  # few splits: a short step, one warp
 
 
-def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(tmp_path):
-    """MERGE_PDL with the H200's Triton: the split kernel lets the merge launch
-    (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait)."""
+@pytest.mark.parametrize("workload", ["llama3_8b_b64_l4k", "qwen3_235b_a22b_b1_l128k"])
+def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(workload):
+    """The shipped MERGE_PDL with the H200's Triton, on the static splits and the dynamic wave: the split kernel lets
+    the merge launch (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait),
+    the split kernel still at the three programs an SM its split counts assume."""
     task = find_task("attn_decode_paged_gqa")
-    variant = expert_variant(task, tmp_path, ("MERGE_PDL = False", "MERGE_PDL = True"))
-    kernels = compile_report_with(DEVICE_TRITON, task.id, variant)["kernels"]
+    kernels = compile_report_with(DEVICE_TRITON, task.id, workload=workload)["kernels"]
     assert {k["kernel"] for k in kernels} == {"_decode_split_kernel", "_merge_splits_kernel"}
     assert all(k["ok"] and k["dependent_launch"] for k in kernels), kernels
+    assert [k["programs_per_sm"] for k in kernels if k["kernel"] == "_decode_split_kernel"] == [3]
 
 
 def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():
