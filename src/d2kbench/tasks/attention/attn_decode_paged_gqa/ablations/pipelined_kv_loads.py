@@ -6,7 +6,7 @@ indirection are not multi-buffered (no software pipelining of the gathers). Ever
 property of the expert is kept. Expected cost on the H200: the split kernel waits on each gathered
 tile's DRAM latency.
 
-Made from expert.py with sha256 75630934844a250a (tests/test_judge_ablations.py).
+Made from expert.py with sha256 dcf3ed287417a682 (tests/test_judge_ablations.py).
 """
 
 import functools
@@ -64,10 +64,10 @@ MERGE_MIN_D_BLOCK = 32
 # Launch the merge as a programmatic dependent of the split kernel (Hopper's PDL): once every split program has
 # started, the merge's programs may be scheduled into the SMs the last wave leaves free and wait there
 # (griddepcontrol.wait) for the splits' writes, instead of launching after the split kernel has drained: the gap
-# between the two kernels, on every workload that merges. Against 264 static splits in 2.7 waves it gained nothing
-# (the merge's early programs took slots from the later waves; H200, bench/results/2026-12-05-h200-owed-22 call1);
-# against the dynamic one wave the 128k sequence ships with, 100.4 -> 98.7 us (faster in 20 of 20 rounds) and
-# llama3_8b 354.3 -> 352.5 (H100, bench/results/2026-12-07-h100-owed-44 call2). GPU only (the interpreter has no PDL).
+# between the two kernels, on every workload that merges. On the H200 against the 128k sequence's grid of that day
+# (264 static splits in 2.7 waves) it gained nothing (bench/results/2026-12-05-h200-owed-22 call1); against the
+# dynamic one wave it ships with now, 100.4 -> 98.7 us (faster in 20 of 20 rounds), and llama3_8b 354.3 -> 352.5
+# (H100, bench/results/2026-12-07-h100-owed-44 call2). GPU only (the interpreter has no PDL).
 MERGE_PDL = True
 # How many splits. "waves": enough for WAVES programs per SM (as shipped). "whole_waves": of the split counts up
 # to that many, the one whose grid leaves least of its last wave idle at SPLIT_PROGRAMS_PER_SM resident programs
