@@ -36,10 +36,10 @@ run_sweeps() {
   # H100 the batch unchanged, 4096x14336 2.2% faster, 8192x28672 0.7% slower (owed-42 call1): the H200's own decision
   once muon_store_once 300 python3 bench/sweep.py muon_newton_schulz --set SYM_STORE_ONCE=False,True \
     --rounds 20 --reps 10 --json "$R/muon_store_once.json"
-  # attention's merge as a programmatic dependent of the split kernel (MERGE_PDL), timed last on the H200 in owed-22
-  # against the 264-split grid of 2.7 waves (where the merge's early programs take slots from the split's later
-  # waves), never against the dynamic one-wave grid the 128k sequence ships with now: the three workloads that merge,
-  # twenty rounds
+  # attention's merge as a programmatic dependent of the split kernel (MERGE_PDL), timed on the H200 only in owed-22,
+  # against the 264-split grid of 2.7 waves; against the dynamic one-wave grid on an H100 the 128k sequence 1.7 us
+  # faster in 20 of 20 rounds, llama3_8b 1.8 us (bench/results/2026-12-07-h100-owed-44 call2), shipped on: the H200's
+  # own decision, on the three workloads that merge, twenty rounds
   once attn_pdl 200 python3 bench/sweep.py attn_decode_paged_gqa --set MERGE_PDL=False,True --rounds 20 \
     --workloads llama3_8b_b64_l4k,llama3_70b_b16_l32k,qwen3_235b_a22b_b1_l128k --json "$R/attn_pdl.json"
 }
