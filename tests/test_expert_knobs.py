@@ -574,13 +574,12 @@ def test_the_merge_splits_the_head_dim_only_where_the_heads_leave_sms_idle():
 @pytest.mark.parametrize("workload", ["llama3_8b_b64_l4k", "qwen3_235b_a22b_b1_l128k"])
 def test_attentions_merge_compiles_as_a_programmatic_dependent_launch(workload):
     """The shipped MERGE_PDL with the H200's Triton, on the static splits and the dynamic wave: the split kernel lets
-    the merge launch (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait),
-    the split kernel still at the three programs an SM its split counts assume."""
+    the merge launch (griddepcontrol.launch_dependents) and the merge waits for its writes (griddepcontrol.wait).
+    (Both paths' occupancy with it: the static splits' and the dynamic split kernel's tests below.)"""
     task = find_task("attn_decode_paged_gqa")
     kernels = compile_report_with(DEVICE_TRITON, task.id, workload=workload)["kernels"]
     assert {k["kernel"] for k in kernels} == {"_decode_split_kernel", "_merge_splits_kernel"}
     assert all(k["ok"] and k["dependent_launch"] for k in kernels), kernels
-    assert [k["programs_per_sm"] for k in kernels if k["kernel"] == "_decode_split_kernel"] == [3]
 
 
 def test_dynamic_splits_fill_one_wave_where_the_pairs_are_few():

@@ -79,13 +79,15 @@ def compile_report_with(triton_path: str | None, task_id: str, candidate: Path |
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    source = Path(candidate or find_task(task_id).expert_path)
-    return compiled_once(source, ["with", *paths, task_id, workload], compile_it)
+    task = find_task(task_id)
+    # the profile workload by its name, so that a test naming it reads the report of one that does not
+    parts = ["with", *paths, task_id, workload or task.profile_workload]
+    return compiled_once(Path(candidate or task.expert_path), parts, compile_it)
 
 
 def compiled(task: Task, candidate: Path, workload: str | None = None) -> list[dict]:
     """compile_report in this process (the venv's Triton), once per run for the same source and workload."""
-    return compiled_once(Path(candidate), ["venv", task.id, workload],
+    return compiled_once(Path(candidate), ["venv", task.id, workload or task.profile_workload],
                          lambda: compile_report(task, candidate, workload=workload))
 
 

@@ -15,7 +15,7 @@ call `install()` only when they run kernels through the interpreter; `take()` ha
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ class _Launch:
     starts: np.ndarray
     ends: np.ndarray
     names: list[str]
-    live: tuple[np.ndarray, np.ndarray] | None = field(default=None)  # every live CPU tensor's, found on a miss
+    live: tuple[np.ndarray, np.ndarray] | None = None  # every live CPU tensor's, found on a miss
 
 
 _launches: list[_Launch] = []
